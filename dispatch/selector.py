@@ -1,0 +1,148 @@
+"""Selection: a tuned table per GPU (plain JSON beside this file), then a shape-based fallback.
+
+A ``Candidate`` names a variant (the kernel file stem in kernels_cu/, which is also the compile
+cache key, the bench CSV row and the test id) and its compile-time meta-parameters. Each variant
+has ``is_valid(desc, cand)`` and ``smem_bytes(cand)``; ``select`` returns the table's entry for the
+nearest tuned M of the same (N, K) when one exists and is valid, else the fallback's choice.
+
+Set FP8GEMM_PRINT_CONFIG=1 to print each new decision once.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SMEM_PER_BLOCK = 232448   # mirrors fp8gemm/hw.py (kept import-free of the package)
+SCALE_BLOCK = 128
+
+GENERAL = "sm90_fp8_gemm_general"
+
+
+@dataclass(frozen=True)
+class GemmDesc:
+    m: int
+    n: int
+    k: int
+    out_dtype: str = "bfloat16"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    variant: str
+    block_n: int = 128
+    stages: int = 6
+    group_m: int = 8
+    reason: str = field(default="", compare=False)
+
+    def key(self) -> tuple:
+        return (self.variant, self.block_n, self.stages, self.group_m)
+
+
+# ---- variant: sm90_fp8_gemm_general ------------------------------------------------------------
+
+GENERAL_BLOCK_M = 128
+GENERAL_BLOCK_K = 128
+GENERAL_BLOCK_NS = (8, 16, 32, 64, 128)     # must divide 128: a tile sits in one Bs row
+
+
+def general_smem_bytes(c: Candidate) -> int:
+    per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + c.block_n * GENERAL_BLOCK_K
+    return 1024 + c.stages * per_stage + 2 * 8 * c.stages
+
+
+def general_is_valid(desc: GemmDesc, c: Candidate) -> bool:
+    return (c.variant == GENERAL and c.block_n in GENERAL_BLOCK_NS and c.stages >= 2
+            and c.group_m >= 1 and general_smem_bytes(c) <= MAX_SMEM_PER_BLOCK
+            and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
+
+
+GENERAL_MAX_STAGES = 6
+
+
+def general_fallback(desc: GemmDesc) -> Candidate:
+    """Largest tile N that the problem fills; as many stages as shared memory holds, at most 6.
+
+    Stages do not depend on K, so one instantiation serves every K (a short K leaves stages idle).
+    """
+    block_n = 128
+    while block_n > 16 and block_n >= 2 * desc.n:
+        block_n //= 2
+    per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + block_n * GENERAL_BLOCK_K
+    max_stages = (MAX_SMEM_PER_BLOCK - 1024) // (per_stage + 16)
+    stages = max(2, min(max_stages, GENERAL_MAX_STAGES))
+    return Candidate(GENERAL, block_n, stages, 8,
+                     reason=f"fallback: block_n={block_n} for N={desc.n}, stages={stages}")
+
+
+VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes)}
+
+
+def variants() -> tuple:
+    return tuple(VARIANTS)
+
+
+def smem_bytes(c: Candidate) -> int:
+    return VARIANTS[c.variant][1](c)
+
+
+def is_valid(desc: GemmDesc, c: Candidate) -> bool:
+    return c.variant in VARIANTS and VARIANTS[c.variant][0](desc, c)
+
+
+# ---- the table ------------------------------------------------------------------------------------
+
+TABLE_DIR = Path(__file__).parent
+
+
+@functools.lru_cache(maxsize=None)
+def load_table(gpu: str = "h200") -> dict:
+    """{(N, K): [(M, Candidate), ...] sorted by M} from <gpu>.json; empty when absent."""
+    path = TABLE_DIR / f"{gpu}.json"
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text())
+    table = {}
+    for entry in raw.get("entries", []):
+        cand = Candidate(entry["variant"], int(entry.get("block_n", 128)), int(entry.get("stages", 6)),
+                         int(entry.get("group_m", 8)), reason=f"table {gpu}.json")
+        table.setdefault((int(entry["n"]), int(entry["k"])), []).append((int(entry["m"]), cand))
+    for rows in table.values():
+        rows.sort(key=lambda r: r[0])
+    return table
+
+
+@functools.lru_cache(maxsize=4096)
+def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200",
+           force_variant: str | None = None) -> Candidate:
+    """The kernel for one shape. ``force_variant`` restricts the choice to one variant."""
+    desc = GemmDesc(m, n, k, out_dtype)
+    if force_variant is not None and force_variant not in VARIANTS:
+        raise ValueError(f"unknown variant {force_variant!r}; known: {', '.join(VARIANTS)}")
+    rows = load_table(gpu).get((n, k), [])
+    if rows:
+        _, cand = min(rows, key=lambda r: (abs(r[0] - m), r[0]))
+        if is_valid(desc, cand) and force_variant in (None, cand.variant):
+            return _report(desc, cand)
+    cand = general_fallback(desc)
+    return _report(desc, cand)
+
+
+_printed = set()
+
+
+def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
+    if os.environ.get("FP8GEMM_PRINT_CONFIG") == "1" and (desc, cand.key()) not in _printed:
+        _printed.add((desc, cand.key()))
+        print(f"fp8gemm: M={desc.m} N={desc.n} K={desc.k} {desc.out_dtype} -> {cand.variant} "
+              f"block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} ({cand.reason})")
+    return cand
+
+
+def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200") -> str:
+    """A sentence saying which kernel a shape gets and why."""
+    c = select(m, n, k, out_dtype, gpu)
+    return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_n={c.block_n} stages={c.stages} "
+            f"group_m={c.group_m}, smem {smem_bytes(c)} B -- {c.reason}")

@@ -1,0 +1,78 @@
+"""Kernel sources -> loaded CUDA functions: NVRTC through CuPy RawModule, cached on disk by CuPy.
+
+``flatten(path)`` inlines our own ``#include "..."`` headers (each once, as #pragma once would), so
+the source CuPy hashes for its disk cache covers every header: a header edit recompiles.
+``get_kernel(device, variant, template_args)`` compiles one template instantiation per device.
+Set CUPY_CACHE_DIR to move the cache.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from .hw import ARCH
+
+KERNEL_DIR = Path(__file__).parent / "kernels_cu"
+NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+
+
+def kernel_dir() -> Path:
+    """Installed: fp8gemm/kernels_cu. From a checkout without install: <repo>/kernels_cu."""
+    if KERNEL_DIR.is_dir():
+        return KERNEL_DIR
+    return Path(__file__).resolve().parent.parent / "kernels_cu"
+
+
+def _flatten(path: Path, seen: set) -> str:
+    path = path.resolve()
+    if path in seen:
+        return ""
+    seen.add(path)
+    text = path.read_text()
+
+    def include(match):
+        return _flatten(path.parent / match.group(1), seen)
+
+    text = _INCLUDE.sub(include, text)
+    return text.replace("#pragma once", "")
+
+
+@lru_cache(maxsize=None)
+def flatten(variant: str) -> str:
+    """The variant's .cu with every local header inlined."""
+    return _flatten(kernel_dir() / f"{variant}.cu", set())
+
+
+def kernel_name(variant: str, template_args: tuple) -> str:
+    """The C++ name expression of one instantiation, e.g. fp8gemm::x_kernel<128, 6, 0, 8>."""
+    return f"fp8gemm::{variant}_kernel<{', '.join(str(a) for a in template_args)}>"
+
+
+_lock = threading.Lock()
+_kernels = {}
+
+
+def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int):
+    """A CuPy RawKernel ready to launch on ``device`` with ``smem_bytes`` of dynamic smem."""
+    key = (device, variant, template_args)
+    kern = _kernels.get(key)
+    if kern is not None:
+        return kern
+    import cupy
+
+    with _lock:
+        kern = _kernels.get(key)
+        if kern is None:
+            name = kernel_name(variant, template_args)
+            with cupy.cuda.Device(device):
+                module = cupy.RawModule(code=flatten(variant), options=NVRTC_OPTIONS,
+                                        name_expressions=[name])
+                kern = module.get_function(name)
+                if smem_bytes > 48 * 1024:
+                    kern.max_dynamic_shared_size_bytes = smem_bytes
+                kern.compile()  # force the load now, not inside the first launch
+            _kernels[key] = kern
+    return kern

@@ -1,0 +1,15 @@
+"""Hardware facts for SM90 (H100/H200), one place on the Python side.
+
+Mirrored once in kernels_cu/common/types.cuh. Per-device values (SM count, L2 size) are read from
+the device at run time; these are the architectural constants the kernels are written against.
+"""
+
+MAX_SMEM_PER_BLOCK = 232448   # opt-in dynamic shared memory per block, bytes
+WGMMA_M = 64                  # rows of one wgmma, per warpgroup
+WGMMA_N_STEP = 8              # wgmma N runs 8..256 in steps of 8
+WGMMA_N_MAX = 256
+SCALE_BLOCK = 128             # block-scaling granularity (1x128 for A, 128x128 for B)
+TMA_ALIGN = 16                # bytes: TMA base address and row-stride alignment
+K_ALIGN = 16                  # K must be a multiple of this (TMA row stride of FP8 rows)
+FP8_E4M3_MAX = 448.0          # largest finite float8_e4m3fn
+ARCH = "sm_90a"

@@ -1,0 +1,89 @@
+"""Output: allocate the result in the caller's framework, or hand our memory back zero-copy.
+
+Stage 5 of matmul. torch in -> torch out (allocated by torch's caching allocator); CuPy in -> CuPy
+out; JAX in -> JAX out through a DLPack capsule of our own over a CuPy allocation (JAX arrays are
+immutable, so JAX cannot lend us a buffer to write), ordered after our launch on JAX's stream.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from . import dlpack
+from .intake import CUPY, JAX, TORCH
+
+_NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
+              "float32": np.dtype(np.float32)}
+
+
+def stream_for_framework(framework: str):
+    """device_id -> the caller's current stream pointer on that device."""
+    if framework == TORCH:
+        import torch
+
+        return lambda device: torch.cuda.current_stream(device).cuda_stream
+    import cupy
+
+    def cupy_stream(device):
+        with cupy.cuda.Device(device):
+            return cupy.cuda.get_current_stream().ptr
+
+    return cupy_stream
+
+
+class StreamRef:
+    """What CuPy's launcher needs of a stream: its pointer."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+def allocate(framework: str, shape: tuple, dtype: str, device: int):
+    """(array to return, pointer to write) in the caller's framework."""
+    if framework == TORCH:
+        import torch
+
+        t = torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{device}")
+        return t, t.data_ptr()
+    import cupy
+
+    with cupy.cuda.Device(device):
+        arr = cupy.empty(shape, dtype=_NP_DTYPES[dtype])
+    return arr, arr.data.ptr
+
+
+class _Exported:
+    """A DLPack producer over a CuPy allocation, readable once its launch stream is done."""
+
+    def __init__(self, arr, shape, dtype: str, device: int, stream_ptr: int):
+        self._arr, self._shape, self._dtype = arr, shape, dtype
+        self._device, self._stream_ptr = device, stream_ptr
+
+    def __dlpack_device__(self):
+        return (dlpack.DL_CUDA, self._device)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        import cupy
+
+        with cupy.cuda.Device(self._device):
+            event = cupy.cuda.Event(disable_timing=True)
+            event.record(cupy.cuda.ExternalStream(self._stream_ptr))
+            if stream is None or stream == -1:
+                event.synchronize()          # the consumer named no stream: finish first
+            else:
+                consumer = 0 if stream == 1 else stream
+                if consumer != self._stream_ptr:
+                    cupy.cuda.runtime.streamWaitEvent(consumer, event.ptr)
+        return dlpack.export(self._arr.data.ptr, self._shape, self._dtype, dlpack.DL_CUDA,
+                             self._device, self._arr)
+
+
+def finish(framework: str, arr, shape: tuple, dtype: str, device: int, stream_ptr: int):
+    """The array handed back to the caller."""
+    if framework == JAX:
+        import jax
+
+        return jax.dlpack.from_dlpack(_Exported(arr, shape, dtype, device, stream_ptr))
+    return arr

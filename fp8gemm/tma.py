@@ -1,0 +1,66 @@
+"""TMA tensor maps: cuTensorMapEncodeTiled called through ctypes on the driver library.
+
+No extra dependency: libcuda is present wherever a driver is. Maps are cached per (address,
+shape, stride, box); a map only encodes those values, so a cached map stays valid for any array
+later allocated at the same address with the same geometry.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+# CUtensorMap enums (cuda.h)
+DTYPE_UINT8 = 0
+INTERLEAVE_NONE = 0
+SWIZZLE_128B = 3
+L2_PROMOTION_256B = 3
+OOB_FILL_ZERO = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
+
+_lib = None
+_cache = {}
+_lock = threading.Lock()
+DESCRIPTOR = np.dtype((np.void, 128))
+
+
+def _driver():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuTensorMapEncodeTiled
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                       ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        _lib = lib
+    return _lib
+
+
+def encode_2d_fp8(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int = 128):
+    """A 128B-swizzled map over a [rows, cols] byte matrix with ``row_stride`` bytes between rows.
+
+    Returns the 128-byte descriptor as a numpy.void, ready to pass as a __grid_constant__ arg.
+    """
+    key = (ptr, rows, cols, row_stride, box_rows, box_cols)
+    desc = _cache.get(key)
+    if desc is not None:
+        return desc
+    buf = np.zeros(1, dtype=DESCRIPTOR)
+    dims = (ctypes.c_uint64 * 2)(cols, rows)
+    strides = (ctypes.c_uint64 * 1)(row_stride)
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    elem = (ctypes.c_uint32 * 2)(1, 1)
+    rc = _driver().cuTensorMapEncodeTiled(buf.ctypes.data, DTYPE_UINT8, 2, ptr, dims, strides, box,
+                                          elem, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
+                                          OOB_FILL_ZERO)
+    if rc != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {rc}) for a [{rows}, {cols}] "
+                           f"FP8 matrix, row stride {row_stride}, box [{box_rows}, {box_cols}]")
+    desc = buf[0]
+    with _lock:
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[key] = desc
+    return desc

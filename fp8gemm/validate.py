@@ -1,0 +1,220 @@
+"""Validation: the rules every matmul input obeys, checked before anything reaches a kernel.
+
+Stage 2 of matmul. Each rule raises TypeError (wrong kind or dtype) or ValueError (wrong shape,
+stride, device, value) naming the argument and the rule. What passes is a ``GemmProblem``: plain
+integers the launcher hands to a kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hw import K_ALIGN, SCALE_BLOCK, TMA_ALIGN
+from .intake import JAX, Tensor
+
+FP8_DTYPES = ("float8_e4m3fn", "uint8", "int8")
+OUT_DTYPES = ("bfloat16", "float16", "float32")
+_OUT_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
+                "float": "float32"}
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """A validated GEMM: C[M, N] = (A * As) @ (B * Bs)^T. Strides in elements."""
+
+    m: int
+    n: int
+    k: int
+    out_dtype: str
+    device: int
+    a_ptr: int
+    lda: int
+    b_ptr: int
+    ldb: int
+    sa_ptr: int
+    sa_stride_m: int
+    sa_stride_k: int
+    sb_ptr: int
+    sb_stride_n: int
+    sb_stride_k: int
+    out_shape: tuple     # a.shape[:-1] + (N,)
+
+
+def normalize_out_dtype(out_dtype) -> str:
+    """Accept 'bfloat16' / 'bf16', numpy / ml_dtypes / torch / jax dtypes; return our name."""
+    if isinstance(out_dtype, str):
+        name = out_dtype
+    else:
+        name = getattr(out_dtype, "name", None) or getattr(out_dtype, "__name__", None) or str(out_dtype)
+        name = str(name).replace("torch.", "")
+    name = _OUT_ALIASES.get(name, name)
+    if name not in OUT_DTYPES:
+        raise ValueError(f"out_dtype must be one of bfloat16, float16, float32; got {out_dtype!r}")
+    return name
+
+
+def check_block_size(block_size) -> None:
+    try:
+        ok = tuple(int(v) for v in block_size) == (SCALE_BLOCK, SCALE_BLOCK)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"block_size must be (128, 128) (1x128 activation groups, 128x128 weight "
+                         f"blocks); got {block_size!r}")
+
+
+def _require_cuda(t: Tensor, device: int | None) -> int:
+    if t.device is None:
+        raise ValueError(f"{t.name} is on the CPU; fp8gemm needs CUDA arrays on one GPU")
+    if device is not None and t.device != device:
+        raise ValueError(f"{t.name} is on GPU {t.device} but a is on GPU {device}; "
+                         f"all arrays must be on the same GPU")
+    return t.device
+
+
+def _require_dtype(t: Tensor, allowed, what: str) -> None:
+    if t.dtype not in allowed:
+        if t.dtype == "float8_e5m2":
+            raise TypeError(f"{t.name} is float8_e5m2; fp8gemm takes FP8 E4M3 (float8_e4m3fn)")
+        raise TypeError(f"{t.name} must be {what}; got dtype {t.dtype}")
+
+
+def _collapse_rows(t: Tensor, what: str) -> int:
+    """Row stride (elements) of t viewed as 2-D [prod(shape[:-1]), shape[-1]].
+
+    Leading dims must be collapsible into one strided dimension (size-1 dims are free).
+    """
+    dims = [(s, st) for s, st in zip(t.shape[:-1], t.strides[:-1]) if s != 1]
+    if not dims:
+        return 0
+    for (size_outer, st_outer), (size_inner, st_inner) in zip(dims, dims[1:]):
+        if st_outer != st_inner * size_inner:
+            raise ValueError(f"{t.name}'s leading dimensions cannot be flattened into rows "
+                             f"(shape {t.shape}, strides {t.strides}); {what}")
+    return dims[-1][1]
+
+
+def out_row_stride(out: Tensor, n: int) -> int:
+    """Row stride (elements) of a validated ``out``; N for a single row."""
+    ldc = _collapse_rows(out, "pass a contiguous out")
+    return ldc if ldc > 0 else n
+
+
+def _extent(t: Tensor) -> tuple:
+    """[lo, hi) byte range the strided view touches (empty views touch nothing)."""
+    if any(s == 0 for s in t.shape):
+        return (t.ptr, t.ptr)
+    lo = hi = 0
+    for size, st in zip(t.shape, t.strides):
+        span = (size - 1) * st
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    item = t.itemsize or 1
+    return (t.ptr + lo * item, t.ptr + (hi + 1) * item)
+
+
+def _check_operand(t: Tensor, rows: int, k: int) -> int:
+    """A or B: K-contiguous rows, TMA-aligned. Returns the row stride in elements (= bytes)."""
+    if t.shape[-1] > 1 and t.strides[-1] != 1:
+        raise ValueError(f"{t.name} must be contiguous along K (stride 1 in the last dimension); "
+                         f"got strides {t.strides}. Pass a contiguous copy")
+    ld = _collapse_rows(t, "pass a contiguous copy")
+    if rows <= 1 or ld == 0:
+        ld = -(-k // TMA_ALIGN) * TMA_ALIGN   # a single row: its stride is never used
+    if ld <= 0 or ld % TMA_ALIGN:
+        raise ValueError(f"{t.name}'s row stride must be a positive multiple of {TMA_ALIGN} bytes "
+                         f"(TMA); got {ld}")
+    if t.ptr % TMA_ALIGN:
+        raise ValueError(f"{t.name}'s data pointer must be {TMA_ALIGN}-byte aligned (TMA); it is "
+                         f"{t.ptr % TMA_ALIGN} bytes past. Pass a fresh contiguous copy")
+    return ld
+
+
+def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | None,
+                  out_dtype) -> GemmProblem:
+    """All the rules of fp8gemm.matmul. ``out_dtype`` may be None when ``out`` is given."""
+    # ---- kinds and devices
+    _require_dtype(a, FP8_DTYPES, "FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes")
+    _require_dtype(b, FP8_DTYPES, "FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes")
+    _require_dtype(sa, ("float32",), "float32 (per-token-group scales)")
+    _require_dtype(sb, ("float32",), "float32 (128x128 block scales)")
+    device = _require_cuda(a, None)
+    for t in (b, sa, sb) + ((out,) if out is not None else ()):
+        _require_cuda(t, device)
+
+    # ---- shapes
+    if a.ndim < 1:
+        raise ValueError(f"a must have shape [..., K]; got a scalar")
+    if b.ndim != 2:
+        raise ValueError(f"b must have shape [N, K]; got shape {b.shape}")
+    k = a.shape[-1]
+    n = b.shape[0]
+    if b.shape[1] != k:
+        raise ValueError(f"a and b must share K: a.shape[-1] = {k}, b.shape[1] = {b.shape[1]}")
+    if k <= 0 or k % K_ALIGN:
+        raise ValueError(f"K must be a positive multiple of {K_ALIGN}; got K = {k}")
+    if n < 1:
+        raise ValueError(f"b must have N >= 1 rows; got b.shape = {b.shape}")
+    m = 1
+    for d in a.shape[:-1]:
+        m *= d
+    if m > INT32_MAX or n > INT32_MAX:
+        raise ValueError(f"M and N must be < 2**31; got M = {m}, N = {n}")
+    kb = -(-k // SCALE_BLOCK)
+    nb = -(-n // SCALE_BLOCK)
+    if sa.shape != a.shape[:-1] + (kb,):
+        raise ValueError(f"a_scale must have shape a.shape[:-1] + (ceil(K/128),) = "
+                         f"{a.shape[:-1] + (kb,)}; got {sa.shape}")
+    if sb.shape != (nb, kb):
+        raise ValueError(f"b_scale must have shape (ceil(N/128), ceil(K/128)) = {(nb, kb)}; "
+                         f"got {sb.shape}")
+
+    # ---- output
+    if out is not None:
+        if out.framework == JAX:
+            raise TypeError("out= cannot be a JAX array (JAX arrays are immutable); "
+                            "leave out=None and use the returned array")
+        if out.read_only:
+            raise ValueError("out is read-only")
+        if out.dtype not in OUT_DTYPES:
+            raise TypeError(f"out must be bfloat16, float16 or float32; got dtype {out.dtype}")
+        if out_dtype is None:
+            out_dtype = out.dtype
+        elif normalize_out_dtype(out_dtype) != out.dtype:
+            raise TypeError(f"out has dtype {out.dtype} but out_dtype is "
+                            f"{normalize_out_dtype(out_dtype)}")
+    out_dtype = normalize_out_dtype("bfloat16" if out_dtype is None else out_dtype)
+    out_shape = a.shape[:-1] + (n,)
+
+    if m == 0:
+        if out is not None and out.shape != out_shape:
+            raise ValueError(f"out must have shape {out_shape}; got {out.shape}")
+        return GemmProblem(0, n, k, out_dtype, device, a.ptr, k, b.ptr, k, sa.ptr, 0, 0, sb.ptr,
+                           0, 0, out_shape)
+
+    # ---- layouts
+    lda = _check_operand(a, m, k)
+    ldb = _check_operand(b, n, k)
+    sa_stride_m = _collapse_rows(sa, "pass a_scale as [M, ceil(K/128)]")
+    sa_stride_k = sa.strides[-1]
+    sb_stride_n, sb_stride_k = sb.strides
+
+    if out is not None:
+        if out.shape != out_shape:
+            raise ValueError(f"out must have shape {out_shape}; got {out.shape}")
+        if n > 1 and out.strides[-1] != 1:
+            raise ValueError(f"out must be contiguous along N (stride 1 in the last dimension); "
+                             f"got strides {out.strides}")
+        ldc = _collapse_rows(out, "pass a contiguous out")
+        if m > 1 and ldc < n:
+            raise ValueError(f"out's rows overlap (row stride {ldc} < N = {n})")
+        lo, hi = _extent(out)
+        for t in (a, b, sa, sb):
+            tlo, thi = _extent(t)
+            if lo < thi and tlo < hi:
+                raise ValueError(f"out overlaps {t.name} in memory; pass a separate output array")
+
+    return GemmProblem(m, n, k, out_dtype, device, a.ptr, lda, b.ptr, ldb, sa.ptr, sa_stride_m,
+                       sa_stride_k, sb.ptr, sb_stride_n, sb_stride_k, out_shape)

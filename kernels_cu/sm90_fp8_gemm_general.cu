@@ -1,0 +1,212 @@
+// sm90_fp8_gemm_general.cu: the general W8A8 block-FP8 GEMM for SM90 (H100/H200).
+//
+// Computes C[M, N] = (A * As) @ (B * Bs)^T with
+//   A  [M, K] FP8 E4M3, K-contiguous (row stride a multiple of 16 bytes), read by TMA;
+//   B  [N, K] FP8 E4M3, K-contiguous, read by TMA;
+//   As [M, ceil(K/128)] fp32, any strides (row-major or M-major are both read in place);
+//   Bs [ceil(N/128), ceil(K/128)] fp32, any strides;
+//   C  [M, N] bf16 / fp16 / fp32, unit stride along N, row stride ldc.
+// FP32 accumulation: each 128-wide K block runs 4 wgmma m64nBLOCK_Nk32 into a fresh accumulator,
+// which is then "promoted" into the running FP32 sum with As[row, kb] * Bs[n / 128, kb].
+// NOTES: the tensor cores' FP8 accumulation keeps only ~13-14 mantissa bits (measured: ~2e-4
+// relative error over one 128-K block). kFinePromotion promotes after every wgmma (K = 32), which
+// brings FP32 outputs under 1e-4 at the cost of 4x the promotion FFMAs; the launcher sets it for
+// FP32 output only (bf16 / fp16 rounding hides the coarse error).
+//
+// Which shapes: every legal shape (M >= 1, N >= 1, K a positive multiple of 16); the dispatcher
+// gives it everything the specialised variants do not take. Tails in M, N and K are zero-filled by
+// TMA out-of-bounds handling and masked in the epilogue.
+//
+// Structure: one CTA per BLOCK_M x BLOCK_N output tile, 3 warpgroups:
+//   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring;
+//   warpgroups 1-2 consumers: each owns 64 rows of the tile and runs wgmma on them.
+// Tiles are visited in groups of kGroupM m-blocks so that consecutive CTAs share B tiles in L2.
+#include "common/types.cuh"
+#include "common/pipeline.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/sync.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace fp8gemm {
+
+namespace general {
+constexpr uint32_t BLOCK_M = 128;                        // 2 consumer warpgroups x 64 rows
+constexpr uint32_t BLOCK_K = 128;                        // one scale group; one 128B swizzle row
+constexpr uint32_t kNumConsumerWarpgroups = BLOCK_M / kWgmmaM;
+constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups);
+constexpr uint32_t kProducerRegs = 40;
+constexpr uint32_t kConsumerRegs = 232;
+static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
+                  <= 65536, "register file overcommitted");
+static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
+}  // namespace general
+
+template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion>
+__global__ void __launch_bounds__(general::kNumThreads, 1)
+sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
+                             const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
+                             const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
+                             const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
+                             void* __restrict__ out, int64_t ldc,
+                             uint32_t M, uint32_t N, uint32_t K) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace general;
+    constexpr OutType kOut = static_cast<OutType>(kOutType);
+    using Mma = WgmmaFp8<BLOCK_N>;
+
+    // ---- preconditions ------------------------------------------------------------------
+    static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
+    static_assert(kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
+    static_assert(kNumStages >= 2, "need at least double buffering");
+
+    // ---- shared memory: [A stages | B stages | full barriers | empty barriers] -------------
+    constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
+    constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
+    constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + 2 * kNumStages * sizeof(Mbarrier);
+    static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
+    static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
+
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uint64_t>(smem_raw) + 1023) & ~1023ull);
+    uint8_t* smem_a = smem;                                        // [kNumStages][BLOCK_M][128]
+    uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;        // [kNumStages][BLOCK_N][128]
+    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES);  // [kNumStages]
+    Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
+
+    // ---- which tile: grouped rasterization over (m_block, n_block) ------------------------
+    const uint32_t num_m_blocks = (M + BLOCK_M - 1) / BLOCK_M;
+    const uint32_t num_n_blocks = (N + BLOCK_N - 1) / BLOCK_N;
+    const uint32_t tiles_per_group = kGroupM * num_n_blocks;
+    const uint32_t group_idx = blockIdx.x / tiles_per_group;
+    const uint32_t first_m_block = group_idx * kGroupM;
+    const uint32_t group_m = min(num_m_blocks - first_m_block, kGroupM);
+    const uint32_t idx_in_group = blockIdx.x % tiles_per_group;
+    const uint32_t m_block = first_m_block + idx_in_group % group_m;
+    const uint32_t n_block = idx_in_group / group_m;
+    const uint32_t num_k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
+
+    const uint32_t warp_idx = warp_idx_uniform();
+    const uint32_t lane_idx = threadIdx.x % 32;
+    const uint32_t warpgroup_idx = warp_idx / 4;
+
+    // ---- barrier init: full <- 1 producer arrival (+ TMA bytes); empty <- one per consumer warp
+    if (threadIdx.x == 0) {
+        prefetch_tensormap(&tmap_a);
+        prefetch_tensormap(&tmap_b);
+#pragma unroll
+        for (uint32_t s = 0; s < kNumStages; ++s) {
+            mbarrier_init(&full_bar[s], 1);
+            mbarrier_init(&empty_bar[s], kNumConsumerWarpgroups * 4);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup_idx == 0) {
+        // ================================ producer ================================
+        setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == 0) {
+            PipelineState<kNumStages> pipe;
+            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, ++pipe) {
+                mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                Mbarrier* bar = &full_bar[pipe.stage];
+                mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+                tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, m_block * BLOCK_M);
+                tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, n_block * BLOCK_N);
+            }
+        }
+    } else {
+        // ================================ consumers ===============================
+        setmaxnreg_inc<kConsumerRegs>();
+        const uint32_t math_wg = warpgroup_idx - 1;      // which 64-row half of the tile
+        const uint32_t warp_in_wg = warp_idx % 4;
+
+        // Rows this thread owns in the accumulator layout: r0 and r0 + 8.
+        const uint32_t row0 = m_block * BLOCK_M + math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
+        const uint32_t row1 = row0 + 8;
+        // Scale reads clamp to a valid row: rows past M are zero in A and never stored.
+        const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m;
+        const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m;
+        const float* sb_row = b_scale + static_cast<int64_t>(n_block * BLOCK_N / kScaleBlock) * sb_stride_n;
+
+        float accum[Mma::kNumAccum];   // one K block of this warpgroup's 64 x BLOCK_N, fresh each block
+        float total[Mma::kNumAccum];   // running FP32 sum after scale promotion
+#pragma unroll
+        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
+
+        PipelineState<kNumStages> pipe;
+        for (uint32_t kb = 0; kb < num_k_blocks; ++kb, ++pipe) {
+            // Scale loads first: their latency hides under the wait and the wgmma.
+            const float sa0 = sa_row0[kb * sa_stride_k];
+            const float sa1 = sa_row1[kb * sa_stride_k];
+            const float sb = sb_row[kb * sb_stride_k];
+
+            mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
+            const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + math_wg * kWgmmaM * BLOCK_K;
+            const uint8_t* b_tile = smem_b + pipe.stage * SMEM_B_PER_STAGE;
+            const uint64_t desc_a = make_smem_desc_k128b(a_tile);
+            const uint64_t desc_b = make_smem_desc_k128b(b_tile);
+
+            // Promotion groups: 4 wgmma per group (coarse) or 1 (fine); scales are per 128-K block.
+            constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
+            constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
+            const float s0 = sa0 * sb;
+            const float s1 = sa1 * sb;
+#pragma unroll
+            for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
+                wgmma_fence_operands(accum);
+                wgmma_fence();
+#pragma unroll
+                for (uint32_t k = k0; k < k0 + kMmasPerGroup; ++k) {
+                    // NOTES: +k*32 bytes along the swizzled row = +(k*32 >> 4) in the address field.
+                    const uint64_t step = (k * kWgmmaKFp8) >> 4;
+                    Mma::mma(desc_a + step, desc_b + step, accum, k > k0 ? 1u : 0u);
+                }
+                wgmma_commit_group();
+                wgmma_wait<0>();
+                wgmma_fence_operands(accum);
+
+                // After the block's last wgmma the stage is no longer read: hand it back.
+                if (k0 + kMmasPerGroup == kMmasPerBlock) {
+                    __syncwarp();
+                    if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+                }
+
+                // Promotion: total += accum * As[row, kb] * Bs[n_block, kb].
+#pragma unroll
+                for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
+            }
+        }
+
+        // ---- epilogue: masked stores straight from registers ------------------------------
+        const uint32_t col_base = n_block * BLOCK_N + 2 * (lane_idx % 4);
+        const bool pair_ok = (ldc % 2 == 0) &&
+                             (reinterpret_cast<uint64_t>(out) % (2 * (kOut == OutType::kFP32 ? 4 : 2)) == 0);
+#pragma unroll
+        for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+            const uint32_t col = col_base + 8 * j;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t row = h ? row1 : row0;
+                if (row >= M || col >= N) continue;
+                const float v0 = total[4 * j + 2 * h];
+                const float v1 = total[4 * j + 2 * h + 1];
+                const int64_t offset = static_cast<int64_t>(row) * ldc + col;
+                if (col + 1 < N && pair_ok) {
+                    store_out2<kOut>(out, offset, v0, v1);
+                } else {
+                    store_out<kOut>(out, offset, v0);
+                    if (col + 1 < N) store_out<kOut>(out, offset + 1, v1);
+                }
+            }
+        }
+    }
+#else
+    // Built for another architecture: this kernel needs sm_90a (wgmma, setmaxnreg, TMA).
+    asm volatile("trap;");
+#endif
+}
+
+}  // namespace fp8gemm

@@ -1,0 +1,39 @@
+"""Shared fixtures: GPU detection (GPU tests skip with a visible reason where none exists)."""
+import os
+
+import pytest
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # JAX beside CuPy and torch
+
+
+def _gpu_reason():
+    try:
+        import cupy
+    except Exception as exc:  # pragma: no cover - cupy is a dependency
+        return f"cupy not importable: {exc}"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"no CUDA GPU on this machine ({type(exc).__name__}: {exc})"
+    if n == 0:
+        return "no CUDA GPU on this machine"
+    major = cupy.cuda.Device(0).compute_capability
+    if major != "90":
+        return f"GPU 0 has compute capability {major}; fp8gemm kernels need SM90 (H100/H200)"
+    return None
+
+
+GPU_SKIP_REASON = _gpu_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU_SKIP_REASON is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test skipped: {GPU_SKIP_REASON}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    return f"fp8gemm GPU tests: {'enabled' if GPU_SKIP_REASON is None else 'SKIPPED - ' + GPU_SKIP_REASON}"

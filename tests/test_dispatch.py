@@ -1,0 +1,74 @@
+"""CPU: the dispatcher. Every shape of the trace and of a tail sweep gets a valid candidate that
+fits shared memory; the table lookup takes the nearest M; forcing an unknown variant fails."""
+import json
+
+import pytest
+
+from generators import trace_shapes
+
+from fp8gemm.dispatch import Candidate, explain, is_valid, select, smem_bytes_of, variants
+from fp8gemm.dispatch.selector import GemmDesc, MAX_SMEM_PER_BLOCK, load_table
+from fp8gemm import hw
+
+
+def test_constants_mirror_hw():
+    assert MAX_SMEM_PER_BLOCK == hw.MAX_SMEM_PER_BLOCK
+
+
+SHAPES = trace_shapes() + [(m, n, k) for m in (1, 7, 129, 4097) for n in (1, 8, 100, 576, 7168)
+                           for k in (16, 192, 4096 + 16)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_every_shape_gets_a_valid_candidate(m, n, k):
+    c = select(m, n, k)
+    assert c.variant in variants()
+    assert is_valid(GemmDesc(m, n, k), c)
+    assert smem_bytes_of(c) <= MAX_SMEM_PER_BLOCK
+    assert c.block_n <= max(16, 2 * n) or c.block_n == 16
+
+
+def test_small_n_gets_a_narrow_tile():
+    assert select(64, 8, 256).block_n == 16
+    assert select(64, 40, 256).block_n == 64
+    assert select(64, 4096, 256).block_n == 128
+
+
+def test_table_nearest_m(tmp_path, monkeypatch):
+    from fp8gemm.dispatch import selector as sel
+    table = {"entries": [
+        {"n": 1536, "k": 4096, "m": 64, "variant": "sm90_fp8_gemm_general", "block_n": 64, "stages": 5},
+        {"n": 1536, "k": 4096, "m": 1024, "variant": "sm90_fp8_gemm_general", "block_n": 128, "stages": 4},
+    ]}
+    (tmp_path / "testgpu.json").write_text(json.dumps(table))
+    monkeypatch.setattr(sel, "TABLE_DIR", tmp_path)
+    sel.load_table.cache_clear()
+    sel.select.cache_clear()
+    try:
+        assert sel.select(50, 1536, 4096, gpu="testgpu").block_n == 64
+        assert sel.select(600, 1536, 4096, gpu="testgpu").stages == 4
+        assert sel.select(600, 1536, 4096, gpu="testgpu").reason.startswith("table")
+        assert sel.select(600, 1536, 1024, gpu="testgpu").reason.startswith("fallback")
+    finally:
+        sel.load_table.cache_clear()
+        sel.select.cache_clear()
+
+
+def test_shipped_table_entries_are_valid():
+    for (n, k), rows in load_table("h200").items():
+        for m, cand in rows:
+            assert is_valid(GemmDesc(m, n, k), cand), (m, n, k, cand)
+
+
+def test_invalid_candidates_rejected():
+    d = GemmDesc(64, 256, 512)
+    assert not is_valid(d, Candidate("sm90_fp8_gemm_general", block_n=96))     # does not divide 128
+    assert not is_valid(d, Candidate("sm90_fp8_gemm_general", block_n=128, stages=7 + 10))
+    assert not is_valid(d, Candidate("nope"))
+    with pytest.raises(ValueError, match="unknown variant"):
+        select(64, 256, 512, force_variant="nope")
+
+
+def test_explain_names_the_choice():
+    s = explain(1, 4096, 4096)
+    assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s

@@ -1,0 +1,224 @@
+"""GPU tests of fp8gemm.matmul (the general kernel): the whole trace, tails, output dtypes, exact
+dyadic cases, NaN-poisoned borders, scale layouts, frameworks, out=, M = 0, determinism."""
+import numpy as np
+import pytest
+
+from generators import FP8_NAN, outside, poisoned, random_case, to_cupy_f64, trace_shapes
+
+import fp8gemm
+from fp8gemm import reference
+from fp8gemm.dispatch import Candidate
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
+CALC_DIFF_TOL = 1e-5
+
+
+MIN_ELEMENTS_FOR_RELATIVE = 64
+
+
+def check(out, case, out_dtype="bfloat16"):
+    """Relative Frobenius error and calc_diff against the float64 reference.
+
+    NOTES: the tensor cores sum FP8 products with ~14 mantissa bits relative to the largest
+    product, so the error bound of one output element is relative to sum |a_k b_k|, not to
+    |sum a_k b_k|. Over a matrix the two agree; for an output of a handful of elements one
+    cancelling sum can dominate. Below 64 elements the FP32 check therefore divides by the
+    norm of |A| |B|^T (the magnitude sum) instead of the norm of A B^T. bf16 / fp16 outputs and
+    every larger output use the plain relative Frobenius error.
+    """
+    import cupy
+    ref = case.reference(cupy)
+    got = to_cupy_f64(out)
+    assert got.shape == ref.shape
+    assert bool(cupy.isfinite(got).all()), "non-finite values in the output"
+    err = reference.rel_fro_error(got, ref)
+    if out_dtype == "float32" and ref.size < MIN_ELEMENTS_FOR_RELATIVE:
+        magnitude = cupy.abs(reference.dequantize_a(case.a, case.a_scale, cupy)) @ \
+            cupy.abs(reference.dequantize_b(case.b, case.b_scale, cupy)).T
+        err = float(cupy.linalg.norm(got - ref) / cupy.linalg.norm(magnitude))
+    assert err <= TOL[out_dtype], f"relative Frobenius error {err:.3e} > {TOL[out_dtype]}"
+    diff = reference.calc_diff(got, ref)
+    assert diff <= CALC_DIFF_TOL, f"calc_diff {diff:.3e} > {CALC_DIFF_TOL}"
+    return err
+
+
+@pytest.mark.parametrize("m,n,k", trace_shapes(), ids=lambda v: str(v))
+def test_trace_shape_bf16(m, n, k):
+    case = random_case(m, n, k, seed=m * 7 + n * 3 + k)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale)
+    check(out, case)
+
+
+TAIL_SHAPES = [(1, 1, 16), (3, 8, 112), (127, 100, 144), (129, 136, 192), (200, 576, 400),
+               (64, 1000, 4096 + 16), (257, 33, 256), (5, 4096, 4096 + 112)]
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("m,n,k", TAIL_SHAPES, ids=lambda v: str(v))
+def test_tails_out_dtypes(m, n, k, out_dtype):
+    case = random_case(m, n, k, seed=m + n + k)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype)
+    check(out, case, out_dtype)
+
+
+@pytest.mark.parametrize("block_n", [16, 32, 64, 128])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (129, 136, 192), (300, 520, 1040), (17, 4096, 256)],
+                         ids=lambda v: str(v))
+def test_forced_block_n(m, n, k, block_n):
+    case = random_case(m, n, k, seed=block_n)
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=block_n, stages=4, group_m=8)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=cfg)
+    check(out, case)
+
+
+@pytest.mark.parametrize("out_dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("m,n,k", [(1, 8, 16), (130, 260, 1024 + 48), (256, 128, 2048)])
+def test_exact_dyadic(m, n, k, out_dtype):
+    """Power-of-two inputs and scales: every partial sum is exact in fp32, so the output must
+    equal the float64 reference rounded to the output type, bit for bit."""
+    import cupy
+    case = random_case(m, n, k, seed=11, dyadic=True)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype)
+    ref = case.reference(cupy).get()
+    want = ref.astype(reference.BFLOAT16 if out_dtype == "bfloat16" else out_dtype)
+    got = out.get() if out_dtype != "bfloat16" else out.view(cupy.uint16).get().view(reference.BFLOAT16)
+    assert np.abs(ref).max() > 0, "degenerate case: all-zero reference"
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), "not bit-exact"
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (70, 136, 400), (200, 300, 1040)])
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_nan_poisoned_borders(m, n, k, out_dtype):
+    """Every input and the output sit inside NaN-filled buffers: an out-of-bounds read shows as
+    NaN in the result, an out-of-bounds write as a changed border."""
+    import cupy
+    import torch
+    case = random_case(m, n, k, seed=5)
+    a, _ = poisoned(case.a, FP8_NAN, pad_cols=32)
+    b, _ = poisoned(case.b, FP8_NAN, pad_cols=32)
+    sa, _ = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)
+    sb, _ = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)
+    # The output buffer in torch (bf16 NaN poison is simplest there); inputs stay CuPy.
+    tdt = getattr(torch, out_dtype)
+    buf = torch.full((m + 2, n + 24), float("nan"), dtype=tdt, device="cuda")
+    view = buf[1:1 + m, 8:8 + n]
+    res = fp8gemm.matmul(a, b, sa, sb, out=view)
+    assert res is view
+    check(view, case, out_dtype)
+    border = outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)
+    assert bool(cupy.isnan(border).all()), "a write landed outside the output view"
+
+
+def test_scale_layouts_read_in_place():
+    """M-major a_scale and transposed b_scale (views, no copies) give the same result."""
+    import cupy
+    m, n, k = 200, 384, 1024
+    case = random_case(m, n, k, seed=9)
+    sa_mmajor = cupy.asfortranarray(case.a_scale)          # strides (1, M)
+    sb_t = cupy.ascontiguousarray(case.b_scale.T).T        # strides (1, Nb)
+    assert sa_mmajor.strides[0] == 4 and sb_t.strides[0] == 4
+    base = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32")
+    other = fp8gemm.matmul(case.a, case.b, sa_mmajor, sb_t, out_dtype="float32")
+    check(other, case, "float32")
+    assert bool((base == other).all())
+
+
+def test_cupy_int8_and_batch_dims():
+    import cupy
+    m, n, k = 24, 256, 512
+    case = random_case(m, n, k, seed=3)
+    a3 = case.a.view(cupy.int8).reshape(2, 3, 4, k)
+    sa3 = case.a_scale.reshape(2, 3, 4, -1)
+    out = fp8gemm.matmul(a3, case.b.view(cupy.int8), sa3, case.b_scale, out_dtype="float32")
+    assert isinstance(out, cupy.ndarray) and out.shape == (2, 3, 4, n)
+    check(out.reshape(m, n), case, "float32")
+
+
+def test_torch_fp8_and_bytes_on_side_stream():
+    import cupy
+    import torch
+    m, n, k = 100, 1536, 1024
+    case = random_case(m, n, k, seed=4)
+    ta = torch.from_dlpack(case.a).view(torch.float8_e4m3fn)
+    tb = torch.from_dlpack(case.b).view(torch.float8_e4m3fn)
+    tsa, tsb = torch.from_dlpack(case.a_scale), torch.from_dlpack(case.b_scale)
+    cupy.cuda.Device().synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        out = fp8gemm.matmul(ta, tb, tsa, tsb)
+        out_u8 = fp8gemm.matmul(ta.view(torch.uint8), tb.view(torch.uint8), tsa, tsb)
+    side.synchronize()
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.device.type == "cuda"
+    check(out, case)
+    assert torch.equal(out, out_u8)
+
+
+def test_jax_fp8_and_bytes():
+    import jax
+    import jax.numpy as jnp
+    m, n, k = 64, 512, 1024
+    case = random_case(m, n, k, seed=6)
+    ja = jnp.asarray(case.a.get()).view(jnp.float8_e4m3fn)
+    jb = jnp.asarray(case.b.get()).view(jnp.float8_e4m3fn)
+    jsa, jsb = jnp.asarray(case.a_scale.get()), jnp.asarray(case.b_scale.get())
+    out = fp8gemm.matmul(ja, jb, jsa, jsb)
+    assert isinstance(out, jax.Array) and out.dtype == jnp.bfloat16 and out.shape == (m, n)
+    check(out, case)
+    out_u8 = fp8gemm.matmul(jnp.asarray(case.a.get()), jnp.asarray(case.b.get()), jsa, jsb,
+                            out_dtype="float32")
+    assert out_u8.dtype == jnp.float32
+    check(out_u8, case, "float32")
+    # The result is usable by JAX computations afterwards.
+    assert float(jnp.abs(out.astype(jnp.float32)).sum()) > 0
+
+
+def test_out_param_cupy_and_m_zero():
+    import cupy
+    m, n, k = 40, 200, 256
+    case = random_case(m, n, k, seed=8)
+    out = cupy.full((m, n), np.nan, dtype=cupy.float32)
+    res = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out=out)
+    assert res is out
+    check(out, case, "float32")
+    empty = fp8gemm.matmul(case.a[:0], case.b, case.a_scale[:0], case.b_scale)
+    assert isinstance(empty, cupy.ndarray) and empty.shape == (0, n)
+
+
+def test_m_zero_torch_and_jax():
+    import jax.numpy as jnp
+    import torch
+    k, n = 256, 128
+    t = fp8gemm.matmul(torch.zeros((0, k), dtype=torch.float8_e4m3fn, device="cuda"),
+                       torch.zeros((n, k), dtype=torch.float8_e4m3fn, device="cuda"),
+                       torch.zeros((0, 2), device="cuda"), torch.ones((1, 2), device="cuda"))
+    assert isinstance(t, torch.Tensor) and tuple(t.shape) == (0, n)
+    j = fp8gemm.matmul(jnp.zeros((0, k), jnp.float8_e4m3fn), jnp.zeros((n, k), jnp.float8_e4m3fn),
+                       jnp.zeros((0, 2), jnp.float32), jnp.ones((1, 2), jnp.float32))
+    assert j.shape == (0, n)
+
+
+def test_deterministic():
+    import cupy
+    case = random_case(1000, 1536, 4096, seed=12)
+    first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32")
+    for _ in range(3):
+        again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32")
+        assert bool((again == first).all())
+    assert float(cupy.abs(first).max()) > 0
+
+
+def test_bad_input_on_gpu_never_reaches_a_kernel():
+    import cupy
+    import torch
+    case = random_case(8, 128, 256, seed=1)
+    with pytest.raises(ValueError, match="a_scale must have shape"):
+        fp8gemm.matmul(case.a, case.b, case.a_scale[:, :1], case.b_scale)
+    with pytest.raises(ValueError, match="contiguous along K"):
+        fp8gemm.matmul(cupy.asfortranarray(case.a), case.b, case.a_scale, case.b_scale)
+    with pytest.raises(ValueError, match="on the CPU"):
+        fp8gemm.matmul(torch.zeros((8, 256), dtype=torch.float8_e4m3fn), case.b, case.a_scale,
+                       case.b_scale)
+    with pytest.raises(TypeError, match="float32"):
+        fp8gemm.matmul(case.a, case.b, case.a_scale.astype(cupy.float16), case.b_scale)
