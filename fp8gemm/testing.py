@@ -53,3 +53,20 @@ def random_case(m, n, k, seed=0, xp=None, dyadic=False) -> Case:
         sa = (level * 2.0 ** rng.uniform(-1, 1, size=(m, kb))).astype(xp.float32)
         sb = (level * 2.0 ** rng.uniform(-1, 1, size=(nb, kb))).astype(xp.float32)
     return Case(a, b, sa, sb)
+
+
+def as_float64(x):
+    """Any framework's GPU array (bf16 / fp16 / fp32) -> a cupy float64 array, for error metrics."""
+    import cupy
+
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return cupy.from_dlpack(x.float().contiguous()).astype(cupy.float64)
+    if mod.startswith(("jax", "jaxlib")):
+        import jax.numpy as jnp
+
+        return cupy.from_dlpack(jnp.asarray(x, dtype=jnp.float32)).astype(cupy.float64)
+    if x.dtype.name == "bfloat16":   # widen the bits: exact, and independent of CuPy's bf16 support
+        bits = x.view(cupy.uint16).astype(cupy.uint32) << 16
+        return bits.view(cupy.float32).astype(cupy.float64)
+    return x.astype(cupy.float64)

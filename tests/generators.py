@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 from fp8gemm.testing import Case, random_case  # noqa: F401  (re-exported for the tests)
+from fp8gemm.testing import as_float64 as to_cupy_f64  # noqa: F401
 
 TRACE = Path(__file__).resolve().parent.parent / "bench" / "deepseek_v4_flash.csv"
 
@@ -38,18 +39,3 @@ def outside(buf, r0, c0, rows, cols):
     mask = xp.ones(buf.shape, dtype=bool)
     mask[r0:r0 + rows, c0:c0 + cols] = False
     return buf[mask]
-
-
-def to_cupy_f64(x):
-    """Any framework's bf16/fp16/fp32 GPU array -> cupy float64 (for error metrics)."""
-    import cupy
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        return cupy.from_dlpack(x.float().contiguous()).astype(cupy.float64)
-    if mod.startswith(("jax", "jaxlib")):
-        import jax.numpy as jnp
-        return cupy.from_dlpack(jnp.asarray(x, dtype=jnp.float32)).astype(cupy.float64)
-    if x.dtype.name == "bfloat16":
-        bits = x.view(cupy.uint16).astype(cupy.uint32) << 16
-        return bits.view(cupy.float32).astype(cupy.float64)
-    return x.astype(cupy.float64)

@@ -1,0 +1,360 @@
+"""fp8gemm-bench: time fp8gemm against cuBLASLt, Triton and DeepGEMM on a shape trace, one run.
+
+    fp8gemm-bench                      # the built-in DeepSeek-V4-Flash trace (264 shapes)
+    fp8gemm-bench --quick              # 20 representative shapes, under a minute
+    fp8gemm-bench --m 1,64 --n 4096 --k 4096 --variant sm90_fp8_gemm_general
+    fp8gemm-bench --csv bench/results/h200.csv --plot bench/results/h200.png
+
+Timing: L2 flushed by a read kernel before every call, device time from CUPTI (torch.profiler),
+median of --iters calls; see timing.py. Each output (ours and every peer's) is checked against
+the float64 reference first; a peer that is wrong is reported as wrong and not timed.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+from . import report
+from .peers import PEERS, available
+
+QUICK_M = (1, 32, 128, 512, 4096)
+QUICK_NK = ((512, 4096), (1536, 4096), (4096, 1024), (8192, 256))
+PEER_TOL = 4e-3          # a peer output further than this from the reference is "wrong"
+OURS_TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
+
+
+def _int_list(text: str):
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if not vals or any(v < 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return vals
+
+
+def _peer_list(text: str):
+    if text.strip().lower() in ("none", ""):
+        return []
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in PEERS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {', '.join(bad)}; choose from {', '.join(PEERS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fp8gemm-bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("shapes (default: the built-in DeepSeek-V4-Flash trace)")
+    src.add_argument("--shapes", type=Path, help="CSV file with columns M,N,K")
+    src.add_argument("--m", type=_int_list, help="M values; alone, they replace the trace's M values")
+    src.add_argument("--n", type=_int_list, help="N values (with --k: their product with --m)")
+    src.add_argument("--k", type=_int_list, help="K values (multiples of 16)")
+    src.add_argument("--quick", action="store_true", help="a 20-shape representative subset")
+    p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    p.add_argument("--variant", help="force one fp8gemm kernel variant (see fp8gemm.dispatch.variants())")
+    p.add_argument("--peers", type=_peer_list, default=list(PEERS),
+                   help=f"comma-separated peers to include (default: {','.join(PEERS)}; 'none' for none)")
+    p.add_argument("--iters", type=int, default=20, help="timed calls per kernel (median; >= 5)")
+    p.add_argument("--csv", type=Path, help="write one row per shape here")
+    p.add_argument("--json", type=Path, help="metadata + summary (default: the CSV path with .json)")
+    p.add_argument("--plot", type=Path, help="write a PNG of speedup vs M per (N, K) (needs matplotlib)")
+    p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def trace_path() -> Path:
+    return Path(str(resources.files("fp8gemm.bench") / "deepseek_v4_flash.csv"))
+
+
+def read_shapes(path: Path):
+    with open(path) as f:
+        reader = csv.DictReader(f)
+        missing = {"M", "N", "K"} - set(reader.fieldnames or ())
+        if missing:
+            raise SystemExit(f"fp8gemm-bench: {path} lacks column(s) {', '.join(sorted(missing))}")
+        return [(int(r["M"]), int(r["N"]), int(r["K"])) for r in reader]
+
+
+def resolve_shapes(args):
+    """The shape list the arguments ask for, in order, without duplicates."""
+    if args.quick:
+        shapes = [(m, n, k) for (n, k) in QUICK_NK for m in QUICK_M]
+    elif args.n or args.k:
+        if not (args.m and args.n and args.k):
+            raise SystemExit("fp8gemm-bench: --n and --k need --m too (their product is timed)")
+        shapes = [(m, n, k) for n in args.n for k in args.k for m in args.m]
+    else:
+        shapes = read_shapes(args.shapes or trace_path())
+        if args.m:
+            pairs = list(dict.fromkeys((n, k) for _, n, k in shapes))
+            shapes = [(m, n, k) for (n, k) in pairs for m in args.m]
+    seen, out = set(), []
+    for s in shapes:
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    bad = [s for s in out if s[2] % 16 or s[2] == 0 or s[1] == 0]
+    if bad:
+        raise SystemExit(f"fp8gemm-bench: K must be a positive multiple of 16 and N >= 1; bad: {bad[:5]}")
+    return out
+
+
+def _git(*args):
+    try:
+        res = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """Git revision and tree ids of kernels_cu/ and dispatch/ (env overrides for copied trees)."""
+    return {
+        "git_revision": os.environ.get("FP8GEMM_GIT_REV") or _git("rev-parse", "HEAD"),
+        "git_tree_kernels_cu": os.environ.get("FP8GEMM_TREE_KERNELS") or _git("rev-parse", "HEAD:kernels_cu"),
+        "git_tree_dispatch": os.environ.get("FP8GEMM_TREE_DISPATCH") or _git("rev-parse", "HEAD:dispatch"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def environment() -> dict:
+    import cupy
+
+    import fp8gemm
+
+    env = {"python": platform.python_version(), "fp8gemm": fp8gemm.__version__, "cupy": cupy.__version__}
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    env["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    env["sm_count"] = props["multiProcessorCount"]
+    env["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+    env["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True) if _which("nvidia-smi") else None
+    env["driver"] = smi.stdout.strip() if smi and smi.returncode == 0 else None
+    for mod in ("torch", "triton", "deep_gemm", "jax"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except Exception:
+            env[mod] = None
+    return env
+
+
+def _which(cmd):
+    from shutil import which
+
+    return which(cmd)
+
+
+def measure_ceilings(flush, iters: int) -> dict:
+    """Device-to-device copy bandwidth (bytes read + written) and FP8 dense peak (tensorwise
+    cuBLAS through torch, 8192^3), both measured now with the bench's own timer."""
+    import torch
+
+    from .timing import time_calls
+
+    nbytes = 1 << 30
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    s = 8192
+    a = torch.randn((s, s), device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn((s, s), device="cuda").to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+
+    def copy():
+        dst.copy_(src)
+
+    def mm():
+        return torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)
+
+    copy(), mm()
+    torch.cuda.synchronize()
+    t = time_calls({"copy": copy, "mm": mm}, flush, iters)
+    del src, dst, a, b
+    return {"copy_bandwidth_bytes_per_s": 2 * nbytes / (t["copy"] * 1e-6),
+            "fp8_dense_peak_flops": 2.0 * s ** 3 / (t["mm"] * 1e-6),
+            "copy_us": t["copy"], "fp8_8192_cubed_us": t["mm"]}
+
+
+class Progress:
+    def __init__(self, total: int):
+        self.total, self.t0 = total, time.time()
+
+    def update(self, i: int, label: str):
+        if not sys.stderr.isatty() and i % 10 and i != self.total:
+            return
+        width = 30
+        done = int(width * i / max(self.total, 1))
+        el = time.time() - self.t0
+        sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{self.total} {el:5.0f}s {label:<24}")
+        if i == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def host_overhead_us(fn, calls: int = 30) -> float:
+    """Wall-clock host time per eager call (no synchronisation inside the loop)."""
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    cupy.cuda.Device().synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def bench_shape(m, n, k, args, flush, peers, dispatch_variant):
+    """Time one shape: ours, then every available peer. Returns a report.Row."""
+    import cupy
+    import torch
+
+    import fp8gemm
+    from fp8gemm import reference
+    from fp8gemm.dispatch import select
+    from fp8gemm.testing import as_float64, random_case
+
+    from .peers import PREPARE, Inputs
+    from .timing import time_calls
+
+    row = report.Row(m, n, k, args.out_dtype)
+    case = random_case(m, n, k, seed=args.seed + m * 131 + n * 7 + k)
+    x = Inputs(case, args.out_dtype)
+    cand = select(m, n, k, args.out_dtype, force_variant=dispatch_variant)
+    row.variant = cand.variant
+    ref = None if args.no_check else case.reference(cupy)
+    notes = []
+
+    def ours():
+        return fp8gemm.matmul(x.a, x.b, x.sa, x.sb, out_dtype=args.out_dtype, config=cand)
+
+    fns = {"ours": ours}
+    out = ours()
+    if ref is not None:
+        row.max_rel_err = reference.rel_fro_error(as_float64(out), ref)
+        if not row.max_rel_err <= OURS_TOL[args.out_dtype]:
+            notes.append(f"ours WRONG ({row.max_rel_err:.1e})")
+
+    peer_choice = {}
+    for peer in peers:
+        try:
+            prepared = PREPARE[peer](x)
+        except Exception as exc:
+            notes.append(f"{peer}: {type(exc).__name__}")
+            continue
+        if isinstance(prepared, str):
+            notes.append(f"{peer}: {prepared}")
+            continue
+        good = {}
+        for label, fn in prepared.items():
+            try:
+                res = fn()
+                torch.cuda.synchronize()
+            except Exception as exc:
+                notes.append(f"{peer}/{label}: {type(exc).__name__}")
+                continue
+            if ref is not None:
+                err = reference.rel_fro_error(as_float64(res), ref)
+                if not err <= PEER_TOL:
+                    notes.append(f"{peer}/{label}: wrong ({err:.1e})")
+                    continue
+            good[label] = fn
+            if peer == "cublaslt":
+                break          # first correct scale layout is the one timed
+        if good:
+            peer_choice[peer] = list(good)
+            for label, fn in good.items():
+                fns[f"{peer}:{label}"] = fn
+
+    for fn in fns.values():   # warm-up: compile, autotune, allocate
+        fn()
+    torch.cuda.synchronize()
+    times = time_calls(fns, flush, args.iters)
+    row.ours_us = times["ours"]
+    for peer in peers:
+        labels = peer_choice.get(peer)
+        if labels:
+            setattr(row, f"{peer}_us", min(times[f"{peer}:{lb}"] for lb in labels))
+    forced = cand if dispatch_variant else None
+    row.host_us = host_overhead_us(lambda: fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale,
+                                                          out_dtype=args.out_dtype, config=forced))
+    row.notes = "; ".join(notes)
+    return row
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.iters < 5:
+        raise SystemExit("fp8gemm-bench: --iters must be at least 5")
+    shapes = resolve_shapes(args)
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no GPU")
+    except Exception as exc:
+        raise SystemExit(f"fp8gemm-bench needs an SM90 GPU: {exc}")
+    from fp8gemm.dispatch import variants
+
+    if args.variant and args.variant not in variants():
+        raise SystemExit(f"fp8gemm-bench: unknown variant {args.variant!r}; known: {', '.join(variants())}")
+    peers = []
+    for peer in args.peers:
+        why = available(peer)
+        if why:
+            print(f"peer {peer} skipped: {why}", file=sys.stderr)
+        else:
+            peers.append(peer)
+
+    from .timing import L2Flush
+
+    flush = L2Flush()
+    t0 = time.time()
+    ceilings = measure_ceilings(flush, max(args.iters // 2, 5))
+    bw, peak = ceilings["copy_bandwidth_bytes_per_s"], ceilings["fp8_dense_peak_flops"]
+    print(f"ceilings (measured now): copy {bw / 1e12:.2f} TB/s, FP8 dense {peak / 1e12:.0f} TFLOP/s",
+          file=sys.stderr)
+    rows = []
+    bar = Progress(len(shapes))
+    for i, (m, n, k) in enumerate(shapes):
+        bar.update(i, f"M={m} N={n} K={k}")
+        rows.append(report.fill_derived(bench_shape(m, n, k, args, flush, peers, args.variant), bw, peak))
+    bar.update(len(shapes), "done")
+
+    print(report.format_table(rows))
+    summary = report.summarize(rows)
+    print()
+    print(report.format_summary(summary))
+    print(f"\n{len(rows)} shapes in {time.time() - t0:.0f} s; timing: L2-cold (256 MiB read flush), "
+          f"CUPTI device time, median of {args.iters}")
+    meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
+            "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
+                                 "each call, sum of all device activities per call", "iters": args.iters,
+                       "statistic": "median"},
+            "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype,
+            **provenance(), "environment": environment()}
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        report.write_csv(rows, args.csv)
+        report.write_json(meta, rows, args.json or args.csv.with_suffix(".json"))
+    elif args.json:
+        report.write_json(meta, rows, args.json)
+    if args.plot:
+        report.plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""GPU timing for the benchmark: L2 flush by a read kernel, device time per call from CUPTI.
+
+Method: before every timed call a kernel *reads* a buffer of 256 MiB (over 4x the H200's 60 MB
+L2), so the call starts L2-cold with no dirty lines to write back. All calls of one shape run
+inside one torch.profiler (kineto/CUPTI) session; afterwards the device activities are split at
+the flush kernels, and each call's time is the sum of the durations of every kernel, memset and
+memcpy it launched (a split-K reduction or a layout transpose counts). Launch gaps and host work
+are excluded. The statistic is the median over the calls.
+
+Without torch, a fallback times each call with CUDA events after the flush on the same stream.
+"""
+from __future__ import annotations
+
+import statistics
+
+FLUSH_KERNEL = "fp8gemm_l2_flush_read"
+FLUSH_BYTES = 256 << 20
+
+_FLUSH_SRC = r"""
+extern "C" __global__ void fp8gemm_l2_flush_read(const float4* __restrict__ buf,
+                                                 unsigned long long n, float* sink) {
+    // Read every byte once through L2 (ld.global.cg); write nothing unless the (zero) buffer sums
+    // to a magic value, which keeps the loads alive without dirtying L2.
+    float acc = 0.0f;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        const float4 v = __ldcg(buf + i);
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc == 1234.5f) *sink = acc;
+}
+"""
+
+
+class L2Flush:
+    """Launches the read-flush kernel on a given stream pointer."""
+
+    def __init__(self, device: int = 0, nbytes: int = FLUSH_BYTES):
+        import cupy
+
+        with cupy.cuda.Device(device):
+            self.buf = cupy.zeros(nbytes // 4, dtype=cupy.float32)
+            self.sink = cupy.zeros(1, dtype=cupy.float32)
+            self.kernel = cupy.RawKernel(_FLUSH_SRC, FLUSH_KERNEL)
+            sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+        self.grid = (sms * 8, 1, 1)
+        self.n = nbytes // 16
+
+    def __call__(self, stream_ptr: int) -> None:
+        import numpy as np
+
+        from fp8gemm.output import StreamRef
+
+        self.kernel.kernel(self.grid, (256, 1, 1), (self.buf, np.uint64(self.n), self.sink), 0,
+                           StreamRef(stream_ptr))
+
+
+def _device_activities(prof):
+    """(start_ns, duration_ns, name) of every device activity, sorted by start."""
+    out = []
+    try:
+        for e in prof.profiler.kineto_results.events():
+            if e.device_type().name == "CUDA":
+                out.append((e.start_ns(), e.duration_ns(), e.name()))
+    except AttributeError:   # older/newer torch without kineto_results: the FunctionEvent path
+        import torch
+
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                out.append((e.time_range.start * 1000, (e.time_range.end - e.time_range.start) * 1000,
+                            e.name))
+    out.sort()
+    return out
+
+
+def split_at_flush(activities, flush_name: str = FLUSH_KERNEL):
+    """Per call: the summed duration (us) of everything between one flush and the next."""
+    calls, current = [], None
+    for _start, dur_ns, name in activities:
+        if flush_name in name:
+            if current is not None:
+                calls.append(current)
+            current = 0.0
+        elif current is not None:
+            current += dur_ns / 1000.0
+    if current is not None:
+        calls.append(current)
+    return calls
+
+
+def time_calls(fns: dict, flush: L2Flush, iters: int = 20) -> dict:
+    """{name: median device microseconds per call} for every callable in ``fns`` (GPU 0 stream)."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return _time_calls_events(fns, flush, iters)
+    stream = torch.cuda.current_stream().cuda_stream
+    order = []
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for name, fn in fns.items():
+            for _ in range(iters):
+                flush(stream)
+                fn()
+                order.append(name)
+        torch.cuda.synchronize()
+    calls = split_at_flush(_device_activities(prof))
+    if len(calls) != len(order):
+        raise RuntimeError(f"profiler saw {len(calls)} flushed calls, expected {len(order)}")
+    per = {}
+    for name, us in zip(order, calls):
+        per.setdefault(name, []).append(us)
+    return {name: statistics.median(v) for name, v in per.items()}
+
+
+def _time_calls_events(fns: dict, flush: L2Flush, iters: int) -> dict:
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    res = {}
+    for name, fn in fns.items():
+        times = []
+        for _ in range(iters):
+            flush(stream.ptr)
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            fn()
+            end.record(stream)
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+        res[name] = statistics.median(times)
+    return res

@@ -1,0 +1,110 @@
+"""CPU: the benchmark's argument handling, shape resolution, CSV / JSON writers, summary math and
+roofline arithmetic (the GPU part of the benchmark runs on the H200 only)."""
+import json
+import math
+
+import pytest
+
+from fp8gemm.bench import cli, report
+
+
+def parse(*argv):
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_default_is_the_whole_trace():
+    shapes = cli.resolve_shapes(parse())
+    assert len(shapes) == 264 and shapes[0] == (1, 512, 256)
+
+
+def test_quick_subset():
+    shapes = cli.resolve_shapes(parse("--quick"))
+    assert len(shapes) == 20 and (4096, 8192, 256) in shapes
+
+
+def test_m_n_k_product_and_m_alone():
+    assert cli.resolve_shapes(parse("--m", "1,64", "--n", "4096", "--k", "4096,1024")) == [
+        (1, 4096, 4096), (64, 4096, 4096), (1, 4096, 1024), (64, 4096, 1024)]
+    shapes = cli.resolve_shapes(parse("--m", "7"))
+    assert len(shapes) == 12 and all(m == 7 for m, _, _ in shapes)
+    with pytest.raises(SystemExit, match="need --m"):
+        cli.resolve_shapes(parse("--n", "4096", "--k", "4096"))
+
+
+def test_bad_arguments_exit():
+    for argv in (["--m", "x"], ["--peers", "cublas,nope"], ["--out-dtype", "int8"], ["--m", "-1"]):
+        with pytest.raises(SystemExit):
+            parse(*argv)
+    with pytest.raises(SystemExit, match="multiple of 16"):
+        cli.resolve_shapes(parse("--m", "1", "--n", "8", "--k", "100"))
+    assert parse("--peers", "none").peers == []
+    assert parse("--peers", "triton,cublaslt").peers == ["triton", "cublaslt"]
+
+
+def test_shapes_file(tmp_path):
+    f = tmp_path / "s.csv"
+    f.write_text("M,N,K\n3,576,192\n3,576,192\n9,7168,2048\n")
+    assert cli.resolve_shapes(parse("--shapes", str(f))) == [(3, 576, 192), (9, 7168, 2048)]
+    g = tmp_path / "bad.csv"
+    g.write_text("M,N\n1,2\n")
+    with pytest.raises(SystemExit, match="lacks column"):
+        cli.resolve_shapes(parse("--shapes", str(g)))
+
+
+def test_roofline_math():
+    m, n, k = 128, 4096, 1024
+    b = report.gemm_bytes(m, n, k, "bfloat16")
+    assert b == m * k + n * k + 4 * (m * 8 + 32 * 8) + 2 * m * n
+    r = report.roofline_us(m, n, k, "bfloat16", 4e12, 1.4e15)
+    assert r == pytest.approx(max(b / 4e12, 2 * m * n * k / 1.4e15) * 1e6)
+    row = report.fill_derived(report.Row(m, n, k, "bfloat16", ours_us=10.0), 4e12, 1.4e15)
+    assert row.frac_roofline == pytest.approx((row.roofline_us + 2.0) / 10.0)
+    assert row.tflops == pytest.approx(2 * m * n * k / 1e-5 / 1e12)
+
+
+def rows():
+    return [
+        report.Row(1, 4096, 4096, "bfloat16", "v", ours_us=5.0, cublaslt_us=15.0, triton_us=10.0),
+        report.Row(128, 4096, 4096, "bfloat16", "v", ours_us=10.0, cublaslt_us=20.0, triton_us=5.0),
+        report.Row(4096, 4096, 4096, "bfloat16", "v", ours_us=100.0, cublaslt_us=110.0, triton_us=None),
+    ]
+
+
+def test_summary_math():
+    s = report.summarize(rows())
+    assert s["cublaslt"]["geomean_speedup"] == pytest.approx((3.0 * 2.0 * 1.1) ** (1 / 3))
+    assert s["triton"]["geomean_speedup"] == pytest.approx(math.sqrt(2.0 * 0.5))
+    assert s["triton"]["slower_on"] == ["128x4096x4096"]
+    assert s["cublaslt"]["per_m_band"]["M<=64"] == pytest.approx(3.0)
+    assert s["cublaslt"]["per_m_band"]["M>=1024"] == pytest.approx(1.1)
+    assert s["best"]["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 1.1) ** (1 / 3))
+    assert "deepgemm" not in s
+    text = report.format_summary(s)
+    assert "vs cublaslt" in text and "slower on 1 shape" in text
+
+
+def test_csv_and_json_round_trip(tmp_path):
+    path = tmp_path / "r.csv"
+    report.write_csv(rows(), path)
+    header = path.read_text().splitlines()[0].split(",")
+    for col in ("M", "N", "K", "out_dtype", "variant", "ours_us", "host_us", "cublaslt_us", "triton_us",
+                "deepgemm_us", "roofline_us", "max_rel_err"):
+        assert col in header
+    back = report.read_csv(path)
+    assert back[0].cublaslt_us == 15.0 and back[2].triton_us is None and back[1].M == 128
+    report.write_json({"git_revision": "abc"}, back, tmp_path / "r.json")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["git_revision"] == "abc" and "cublaslt" in doc["summary"]
+
+
+def test_table_lists_every_row():
+    text = report.format_table(rows())
+    assert len(text.splitlines()) == 2 + 3 and "cuBLASLt" in text
+
+
+def test_split_at_flush():
+    from fp8gemm.bench.timing import FLUSH_KERNEL, split_at_flush
+    acts = [(0, 100_000, FLUSH_KERNEL), (1, 2_000, "gemm"), (2, 500, "reduce"),
+            (3, 100_000, FLUSH_KERNEL), (4, 3_000, "gemm")]
+    assert split_at_flush(acts) == [2.5, 3.0]
+    assert split_at_flush([(0, 5, "warmup")] + acts) == [2.5, 3.0]    # before the first flush: ignored
