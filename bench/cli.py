@@ -263,7 +263,8 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant):
                 res = fn()
                 torch.cuda.synchronize()
             except Exception as exc:
-                notes.append(f"{peer}/{label}: {type(exc).__name__}")
+                msg = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
+                notes.append(f"{peer}/{label}: {type(exc).__name__} {msg}".strip())
                 continue
             if ref is not None:
                 err = reference.rel_fro_error(as_float64(res), ref)

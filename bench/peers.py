@@ -61,12 +61,13 @@ def prepare_cublaslt(x: Inputs):
     bt = x.b.t()
     calls = {}
     recipe = getattr(F, "ScalingType", None)
+    r1x128 = getattr(recipe, "Blockwise_1x128", None) or getattr(recipe, "BlockWise1x128", None)
+    r128 = getattr(recipe, "Blockwise_128x128", None) or getattr(recipe, "BlockWise128x128", None)
     for label, sb in (("padded", sb_padded), ("plain", sb_plain)):
-        if recipe is not None and hasattr(F, "scaled_mm"):
+        if r1x128 is not None and r128 is not None and hasattr(F, "scaled_mm"):
             def call(sb=sb):
-                return F.scaled_mm(x.a, bt, scale_a=sa, scale_recipe_a=recipe.BlockWise1x128,
-                                   scale_b=sb, scale_recipe_b=recipe.BlockWise128x128,
-                                   output_dtype=x.out_dtype)
+                return F.scaled_mm(x.a, bt, scale_a=sa, scale_recipe_a=r1x128, scale_b=sb,
+                                   scale_recipe_b=r128, output_dtype=x.out_dtype)
             calls[f"F.scaled_mm/{label}"] = call
 
         def call_old(sb=sb):

@@ -1,0 +1,41 @@
+"""Profile the host path of fp8gemm.matmul (CuPy and torch callers): time per call and the top
+functions by own time. Usage: PYTHONPATH=. python tools/host_profile.py"""
+import cProfile
+import pstats
+import time
+
+import cupy
+
+import fp8gemm
+from fp8gemm.testing import random_case
+
+case = random_case(64, 4096, 4096, seed=0)
+args = (case.a, case.b, case.a_scale, case.b_scale)
+
+
+def loop(n, fn):
+    fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    cupy.cuda.Device().synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call")
+try:
+    import torch
+    targs = tuple(torch.from_dlpack(x) for x in args)
+    targs = (targs[0].view(torch.float8_e4m3fn), targs[1].view(torch.float8_e4m3fn)) + targs[2:]
+    print(f"torch caller: {loop(200, lambda: fp8gemm.matmul(*targs)):.1f} us/call")
+except ImportError:
+    pass
+prof = cProfile.Profile()
+prof.enable()
+for _ in range(200):
+    fp8gemm.matmul(*args)
+prof.disable()
+cupy.cuda.Device().synchronize()
+pstats.Stats(prof).sort_stats("tottime").print_stats(14)
