@@ -17,6 +17,7 @@ from pathlib import Path
 
 MAX_SMEM_PER_BLOCK = 232448   # mirrors fp8gemm/hw.py (kept import-free of the package)
 SCALE_BLOCK = 128
+DEFAULT_NUM_SMS = 132         # H100 SXM / H200; the launcher passes the device's own count
 
 GENERAL = "sm90_fp8_gemm_general"
 
@@ -35,10 +36,11 @@ class Candidate:
     block_n: int = 128
     stages: int = 6
     group_m: int = 8
+    splits: int = 1          # K splits per output tile (deterministic in-kernel reduction)
     reason: str = field(default="", compare=False)
 
     def key(self) -> tuple:
-        return (self.variant, self.block_n, self.stages, self.group_m)
+        return (self.variant, self.block_n, self.stages, self.group_m, self.splits)
 
 
 # ---- variant: sm90_fp8_gemm_general ------------------------------------------------------------
@@ -50,31 +52,64 @@ GENERAL_BLOCK_NS = (8, 16, 32, 64, 128)     # must divide 128: a tile sits in on
 
 def general_smem_bytes(c: Candidate) -> int:
     per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + c.block_n * GENERAL_BLOCK_K
-    return 1024 + c.stages * per_stage + 2 * 8 * c.stages
+    return 1024 + c.stages * per_stage + 2 * 8 * c.stages + 16
+
+
+GENERAL_MAX_SPLITS = 16
 
 
 def general_is_valid(desc: GemmDesc, c: Candidate) -> bool:
     return (c.variant == GENERAL and c.block_n in GENERAL_BLOCK_NS and c.stages >= 2
             and c.group_m >= 1 and general_smem_bytes(c) <= MAX_SMEM_PER_BLOCK
+            and 1 <= c.splits <= GENERAL_MAX_SPLITS
             and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
 
 
 GENERAL_MAX_STAGES = 6
 
 
-def general_fallback(desc: GemmDesc) -> Candidate:
-    """Largest tile N that the problem fills; as many stages as shared memory holds, at most 6.
+def _general_splits(tiles: int, k_blocks: int, num_sms: int) -> int:
+    """Split K when the tiles cannot fill half the SMs: each split keeps >= 2 K blocks, and the
+    units (tiles x splits) fill at most one wave."""
+    if 2 * tiles > num_sms or k_blocks < 4:
+        return 1
+    return max(1, min(k_blocks // 2, num_sms // tiles, GENERAL_MAX_SPLITS))
+
+
+def general_cost(m: int, n: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
+    """A relative time estimate: waves of work units x the bytes one unit stages through shared
+    memory (each SM streams its operand tiles at about the same rate)."""
+    k_blocks = -(-k // GENERAL_BLOCK_K)
+    units = -(-m // GENERAL_BLOCK_M) * -(-n // block_n) * splits
+    waves = -(-units // num_sms)
+    per_unit = -(-k_blocks // splits) * (GENERAL_BLOCK_M + block_n) * GENERAL_BLOCK_K
+    return waves * per_unit
+
+
+def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+    """Pick (block_n, splits) of least estimated time (general_cost; ties: the wider tile), then
+    as many stages as shared memory holds, at most 6.
 
     Stages do not depend on K, so one instantiation serves every K (a short K leaves stages idle).
     """
-    block_n = 128
-    while block_n > 16 and block_n >= 2 * desc.n:
-        block_n //= 2
+    k_blocks = -(-desc.k // GENERAL_BLOCK_K)
+    best = None
+    for block_n in (128, 64, 32):
+        tiles = -(-desc.m // GENERAL_BLOCK_M) * -(-desc.n // block_n)
+        splits = _general_splits(tiles, k_blocks, num_sms)
+        cost = general_cost(desc.m, desc.n, desc.k, block_n, splits, num_sms)
+        if best is None or cost < best[0]:
+            best = (cost, block_n, tiles, splits)
+    _, block_n, tiles, splits = best
+    if desc.n <= 16:
+        block_n, tiles = 16, -(-desc.m // GENERAL_BLOCK_M)
+        splits = _general_splits(tiles, k_blocks, num_sms)
     per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + block_n * GENERAL_BLOCK_K
-    max_stages = (MAX_SMEM_PER_BLOCK - 1024) // (per_stage + 16)
+    max_stages = (MAX_SMEM_PER_BLOCK - 1024 - 16) // (per_stage + 16)
     stages = max(2, min(max_stages, GENERAL_MAX_STAGES))
-    return Candidate(GENERAL, block_n, stages, 8,
-                     reason=f"fallback: block_n={block_n} for N={desc.n}, stages={stages}")
+    return Candidate(GENERAL, block_n, stages, 8, splits,
+                     reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
+                            f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
 
 
 VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes)}
@@ -107,7 +142,8 @@ def load_table(gpu: str = "h200") -> dict:
     table = {}
     for entry in raw.get("entries", []):
         cand = Candidate(entry["variant"], int(entry.get("block_n", 128)), int(entry.get("stages", 6)),
-                         int(entry.get("group_m", 8)), reason=f"table {gpu}.json")
+                         int(entry.get("group_m", 8)), int(entry.get("splits", 1)),
+                         reason=f"table {gpu}.json")
         table.setdefault((int(entry["n"]), int(entry["k"])), []).append((int(entry["m"]), cand))
     for rows in table.values():
         rows.sort(key=lambda r: r[0])
@@ -116,7 +152,7 @@ def load_table(gpu: str = "h200") -> dict:
 
 @functools.lru_cache(maxsize=4096)
 def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200",
-           force_variant: str | None = None) -> Candidate:
+           force_variant: str | None = None, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
     """The kernel for one shape. ``force_variant`` restricts the choice to one variant."""
     desc = GemmDesc(m, n, k, out_dtype)
     if force_variant is not None and force_variant not in VARIANTS:
@@ -126,7 +162,7 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200
         _, cand = min(rows, key=lambda r: (abs(r[0] - m), r[0]))
         if is_valid(desc, cand) and force_variant in (None, cand.variant):
             return _report(desc, cand)
-    cand = general_fallback(desc)
+    cand = general_fallback(desc, num_sms)
     return _report(desc, cand)
 
 
@@ -137,7 +173,8 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
     if os.environ.get("FP8GEMM_PRINT_CONFIG") == "1" and (desc, cand.key()) not in _printed:
         _printed.add((desc, cand.key()))
         print(f"fp8gemm: M={desc.m} N={desc.n} K={desc.k} {desc.out_dtype} -> {cand.variant} "
-              f"block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} ({cand.reason})")
+              f"block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} splits={cand.splits} "
+              f"({cand.reason})")
     return cand
 
 
@@ -145,4 +182,4 @@ def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h20
     """A sentence saying which kernel a shape gets and why."""
     c = select(m, n, k, out_dtype, gpu)
     return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_n={c.block_n} stages={c.stages} "
-            f"group_m={c.group_m}, smem {smem_bytes(c)} B -- {c.reason}")
+            f"group_m={c.group_m} splits={c.splits}, smem {smem_bytes(c)} B -- {c.reason}")

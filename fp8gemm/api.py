@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import output
 from .dispatch import Candidate, select, smem_bytes_of
 from .intake import framework_of, intake
-from .launcher import LAUNCHERS
+from .launcher import LAUNCHERS, sm_count
 from .validate import check_block_size, out_row_stride, validate_gemm
 
 
@@ -47,7 +47,8 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     else:
         result, out_ptr, ldc = out, tout.ptr, out_row_stride(tout, problem.n)
     if problem.m > 0:
-        cand = config or select(problem.m, problem.n, problem.k, problem.out_dtype)
+        cand = config or select(problem.m, problem.n, problem.k, problem.out_dtype,
+                                num_sms=sm_count(problem.device))
         LAUNCHERS[cand.variant](problem, cand, smem_bytes_of(cand), out_ptr, ldc,
                                 output.StreamRef(stream_ptr))
     if tout is not None:

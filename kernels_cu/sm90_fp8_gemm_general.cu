@@ -17,16 +17,22 @@
 // gives it everything the specialised variants do not take. Tails in M, N and K are zero-filled by
 // TMA out-of-bounds handling and masked in the epilogue.
 //
-// Structure: one CTA per BLOCK_M x BLOCK_N output tile, 3 warpgroups:
-//   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring;
-//   warpgroups 1-2 consumers: each owns 64 rows of the tile and runs wgmma on them.
-// Tiles are visited in groups of kGroupM m-blocks so that consecutive CTAs share B tiles in L2.
+// Structure: a persistent grid (at most one CTA per SM) walking work units = (tile, K split), see
+// scheduler.cuh. 3 warpgroups per CTA:
+//   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
+//                runs on across units, so the next unit's loads overlap this unit's epilogue;
+//   warpgroups 1-2 consumers: each owns 64 rows of the 128 x BLOCK_N tile and runs wgmma on them.
+// Split-K (num_splits > 1, for small M): each split writes its FP32 partial tile to a workspace;
+// the last split of a tile to finish (an atomic counter per tile) sums all partials in split order
+// 0..S-1 and writes C, so the result is bitwise reproducible. It then resets the counter to 0, so
+// the workspace needs zeroing only once.
 #include "common/types.cuh"
 #include "common/pipeline.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/sync.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
+#include "scheduler.cuh"
 
 namespace fp8gemm {
 
@@ -37,6 +43,7 @@ constexpr uint32_t kNumConsumerWarpgroups = BLOCK_M / kWgmmaM;
 constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups);
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
+constexpr uint32_t kConsumerBarrier = 1;                 // named barrier id of the 256 consumer threads
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
                   <= 65536, "register file overcommitted");
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
@@ -49,7 +56,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
                              const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                              void* __restrict__ out, int64_t ldc,
-                             uint32_t M, uint32_t N, uint32_t K) {
+                             uint32_t M, uint32_t N, uint32_t K,
+                             uint32_t num_splits,                      // K splits per tile (1: none)
+                             float* __restrict__ workspace,            // [tiles][splits][BLOCK_M*BLOCK_N] if split
+                             uint32_t* __restrict__ tile_counters) {   // [tiles], zero between launches
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
@@ -60,11 +70,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
     static_assert(kNumStages >= 2, "need at least double buffering");
 
-    // ---- shared memory: [A stages | B stages | full barriers | empty barriers] -------------
+    // ---- shared memory: [A stages | B stages | full barriers | empty barriers | flag] --------
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + 2 * kNumStages * sizeof(Mbarrier);
+    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + 2 * kNumStages * sizeof(Mbarrier) + 16;
     static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
     static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
 
@@ -74,19 +84,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;        // [kNumStages][BLOCK_N][128]
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES);  // [kNumStages]
     Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
+    volatile uint32_t* last_split_flag = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
 
-    // ---- which tile: grouped rasterization over (m_block, n_block) ------------------------
-    const uint32_t num_m_blocks = (M + BLOCK_M - 1) / BLOCK_M;
-    const uint32_t num_n_blocks = (N + BLOCK_N - 1) / BLOCK_N;
-    const uint32_t tiles_per_group = kGroupM * num_n_blocks;
-    const uint32_t group_idx = blockIdx.x / tiles_per_group;
-    const uint32_t first_m_block = group_idx * kGroupM;
-    const uint32_t group_m = min(num_m_blocks - first_m_block, kGroupM);
-    const uint32_t idx_in_group = blockIdx.x % tiles_per_group;
-    const uint32_t m_block = first_m_block + idx_in_group % group_m;
-    const uint32_t n_block = idx_in_group / group_m;
-    const uint32_t num_k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
-
+    const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, num_splits);
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
@@ -109,12 +109,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0) {
             PipelineState<kNumStages> pipe;
-            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, ++pipe) {
-                mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
-                Mbarrier* bar = &full_bar[pipe.stage];
-                mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-                tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, m_block * BLOCK_M);
-                tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, n_block * BLOCK_N);
+            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+                const WorkUnit w = sched.unit(u);
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    Mbarrier* bar = &full_bar[pipe.stage];
+                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, w.m_block * BLOCK_M);
+                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, w.n_block * BLOCK_N);
+                }
             }
         }
     } else {
@@ -122,83 +125,127 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         setmaxnreg_inc<kConsumerRegs>();
         const uint32_t math_wg = warpgroup_idx - 1;      // which 64-row half of the tile
         const uint32_t warp_in_wg = warp_idx % 4;
+        const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..255
+        constexpr uint32_t kNumConsumerThreads = kNumConsumerWarpgroups * kWarpgroupThreads;
+        // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
+        const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
 
-        // Rows this thread owns in the accumulator layout: r0 and r0 + 8.
-        const uint32_t row0 = m_block * BLOCK_M + math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
-        const uint32_t row1 = row0 + 8;
-        // Scale reads clamp to a valid row: rows past M are zero in A and never stored.
-        const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m;
-        const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m;
-        const float* sb_row = b_scale + static_cast<int64_t>(n_block * BLOCK_N / kScaleBlock) * sb_stride_n;
-
-        float accum[Mma::kNumAccum];   // one K block of this warpgroup's 64 x BLOCK_N, fresh each block
+        float accum[Mma::kNumAccum];   // one promotion group of this warpgroup's 64 x BLOCK_N
         float total[Mma::kNumAccum];   // running FP32 sum after scale promotion
-#pragma unroll
-        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-
         PipelineState<kNumStages> pipe;
-        for (uint32_t kb = 0; kb < num_k_blocks; ++kb, ++pipe) {
-            // Scale loads first: their latency hides under the wait and the wgmma.
-            const float sa0 = sa_row0[kb * sa_stride_k];
-            const float sa1 = sa_row1[kb * sa_stride_k];
-            const float sb = sb_row[kb * sb_stride_k];
 
-            mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
-            const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + math_wg * kWgmmaM * BLOCK_K;
-            const uint8_t* b_tile = smem_b + pipe.stage * SMEM_B_PER_STAGE;
-            const uint64_t desc_a = make_smem_desc_k128b(a_tile);
-            const uint64_t desc_b = make_smem_desc_k128b(b_tile);
+        for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+            const WorkUnit w = sched.unit(u);
+            const uint32_t row0 = w.m_block * BLOCK_M + row_in_tile;
+            const uint32_t row1 = row0 + 8;
+            // Scale reads clamp to a valid row: rows past M are zero in A and never stored.
+            const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m;
+            const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m;
+            const float* sb_row = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n;
+#pragma unroll
+            for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
 
-            // Promotion groups: 4 wgmma per group (coarse) or 1 (fine); scales are per 128-K block.
-            constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
-            constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
-            const float s0 = sa0 * sb;
-            const float s1 = sa1 * sb;
+            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                // Scale loads first: their latency hides under the wait and the wgmma.
+                const float sa0 = sa_row0[kb * sa_stride_k];
+                const float sa1 = sa_row1[kb * sa_stride_k];
+                const float sb = sb_row[kb * sb_stride_k];
+
+                mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
+                const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + math_wg * kWgmmaM * BLOCK_K;
+                const uint8_t* b_tile = smem_b + pipe.stage * SMEM_B_PER_STAGE;
+                const uint64_t desc_a = make_smem_desc_k128b(a_tile);
+                const uint64_t desc_b = make_smem_desc_k128b(b_tile);
+
+                // Promotion groups: 4 wgmma per group (coarse) or 1 (fine); scales are per 128-K block.
+                constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
+                constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
+                const float s0 = sa0 * sb;
+                const float s1 = sa1 * sb;
 #pragma unroll
-            for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
-                wgmma_fence_operands(accum);
-                wgmma_fence();
+                for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
+                    wgmma_fence_operands(accum);
+                    wgmma_fence();
 #pragma unroll
-                for (uint32_t k = k0; k < k0 + kMmasPerGroup; ++k) {
-                    // NOTES: +k*32 bytes along the swizzled row = +(k*32 >> 4) in the address field.
-                    const uint64_t step = (k * kWgmmaKFp8) >> 4;
-                    Mma::mma(desc_a + step, desc_b + step, accum, k > k0 ? 1u : 0u);
+                    for (uint32_t k = k0; k < k0 + kMmasPerGroup; ++k) {
+                        // NOTES: +k*32 bytes along the swizzled row = +(k*32 >> 4) in the address field.
+                        const uint64_t step = (k * kWgmmaKFp8) >> 4;
+                        Mma::mma(desc_a + step, desc_b + step, accum, k > k0 ? 1u : 0u);
+                    }
+                    wgmma_commit_group();
+                    wgmma_wait<0>();
+                    wgmma_fence_operands(accum);
+
+                    // After the block's last wgmma the stage is no longer read: hand it back.
+                    if (k0 + kMmasPerGroup == kMmasPerBlock) {
+                        __syncwarp();
+                        if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+                    }
+
+                    // Promotion: total += accum * As[row, kb] * Bs[n_block, kb].
+#pragma unroll
+                    for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
                 }
-                wgmma_commit_group();
-                wgmma_wait<0>();
-                wgmma_fence_operands(accum);
-
-                // After the block's last wgmma the stage is no longer read: hand it back.
-                if (k0 + kMmasPerGroup == kMmasPerBlock) {
-                    __syncwarp();
-                    if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
-                }
-
-                // Promotion: total += accum * As[row, kb] * Bs[n_block, kb].
-#pragma unroll
-                for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
             }
-        }
 
-        // ---- epilogue: masked stores straight from registers ------------------------------
-        const uint32_t col_base = n_block * BLOCK_N + 2 * (lane_idx % 4);
-        const bool pair_ok = (ldc % 2 == 0) &&
-                             (reinterpret_cast<uint64_t>(out) % (2 * (kOut == OutType::kFP32 ? 4 : 2)) == 0);
+            // ---- split-K: publish this split's partial; the last split of the tile reduces ----
+            if (num_splits > 1) {
+                // Workspace layout [tile][split][j][consumer thread][4]: coalesced float4 per j.
+                constexpr uint32_t kTileFloats = BLOCK_M * BLOCK_N;
+                float* tile_ws = workspace + static_cast<int64_t>(w.tile_idx) * num_splits * kTileFloats;
+                float* mine = tile_ws + static_cast<int64_t>(w.split_idx) * kTileFloats;
 #pragma unroll
-        for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
-            const uint32_t col = col_base + 8 * j;
+                for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                    const float v[4] = {total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]};
+                    st_cg_f32x4(mine + (j * kNumConsumerThreads + consumer_tid) * 4, v);
+                }
+                __threadfence();                                   // partial visible device-wide
+                named_barrier_sync(kConsumerBarrier, kNumConsumerThreads);
+                if (consumer_tid == 0) {
+                    const uint32_t done = atomicAdd(&tile_counters[w.tile_idx], 1u);
+                    const uint32_t last = (done == num_splits - 1) ? 1u : 0u;
+                    if (last) tile_counters[w.tile_idx] = 0;        // ready for the next launch
+                    *last_split_flag = last;
+                }
+                named_barrier_sync(kConsumerBarrier, kNumConsumerThreads);
+                if (*last_split_flag == 0) continue;              // another split finishes the tile
+                __threadfence();                                   // see the other splits' partials
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const uint32_t row = h ? row1 : row0;
-                if (row >= M || col >= N) continue;
-                const float v0 = total[4 * j + 2 * h];
-                const float v1 = total[4 * j + 2 * h + 1];
-                const int64_t offset = static_cast<int64_t>(row) * ldc + col;
-                if (col + 1 < N && pair_ok) {
-                    store_out2<kOut>(out, offset, v0, v1);
-                } else {
-                    store_out<kOut>(out, offset, v0);
-                    if (col + 1 < N) store_out<kOut>(out, offset + 1, v1);
+                for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
+                for (uint32_t s = 0; s < num_splits; ++s) {        // fixed order: deterministic
+                    const float* part = tile_ws + static_cast<int64_t>(s) * kTileFloats;
+#pragma unroll
+                    for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                        float v[4];
+                        ld_cg_f32x4(part + (j * kNumConsumerThreads + consumer_tid) * 4, v);
+                        total[4 * j] += v[0];
+                        total[4 * j + 1] += v[1];
+                        total[4 * j + 2] += v[2];
+                        total[4 * j + 3] += v[3];
+                    }
+                }
+            }
+
+            // ---- epilogue: masked stores straight from registers --------------------------
+            const uint32_t col_base = w.n_block * BLOCK_N + 2 * (lane_idx % 4);
+            const bool pair_ok = (ldc % 2 == 0) &&
+                                 (reinterpret_cast<uint64_t>(out) % (2 * (kOut == OutType::kFP32 ? 4 : 2)) == 0);
+#pragma unroll
+            for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+                const uint32_t col = col_base + 8 * j;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const uint32_t row = h ? row1 : row0;
+                    if (row >= M || col >= N) continue;
+                    const float v0 = total[4 * j + 2 * h];
+                    const float v1 = total[4 * j + 2 * h + 1];
+                    const int64_t offset = static_cast<int64_t>(row) * ldc + col;
+                    if (col + 1 < N && pair_ok) {
+                        store_out2<kOut>(out, offset, v0, v1);
+                    } else {
+                        store_out<kOut>(out, offset, v0);
+                        if (col + 1 < N) store_out<kOut>(out, offset + 1, v1);
+                    }
                 }
             }
         }

@@ -17,7 +17,7 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot c
 # The general kernel's signature, for explicit instantiation under nvcc.
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
                   "fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
-                  "long long, void*, long long, unsigned, unsigned, unsigned")
+                  "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*")
 
 
 def _instantiations():

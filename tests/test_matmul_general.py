@@ -222,3 +222,41 @@ def test_bad_input_on_gpu_never_reaches_a_kernel():
                        case.b_scale)
     with pytest.raises(TypeError, match="float32"):
         fp8gemm.matmul(case.a, case.b, case.a_scale.astype(cupy.float16), case.b_scale)
+
+
+@pytest.mark.parametrize("splits", [2, 3, 8])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096 + 16), (37, 1000, 2048), (130, 576, 7168), (5, 8, 400)],
+                         ids=lambda v: str(v))
+def test_forced_split_k(m, n, k, splits):
+    """Split-K with uneven and empty splits (K blocks not divisible by the split count)."""
+    case = random_case(m, n, k, seed=splits * 3 + m)
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=128, stages=6, group_m=8, splits=splits)
+    for out_dtype in ("bfloat16", "float32"):
+        out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        check(out, case, out_dtype)
+
+
+def test_split_k_bitwise_reproducible():
+    import cupy
+    case = random_case(64, 4096, 4096, seed=21)
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=128, stages=6, group_m=8, splits=4)
+    first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=cfg)
+    for _ in range(5):
+        again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=cfg)
+        assert bool((again == first).all())
+    check(first, case, "float32")
+    assert float(cupy.abs(first).max()) > 0
+
+
+@pytest.mark.parametrize("n,k", [(512, 4096), (4096, 1024), (576, 7168)])
+def test_every_m_1_to_300(n, k):
+    """The dispatcher's choice (split or not) for every M from 1 to 300."""
+    import cupy
+    full = random_case(300, n, k, seed=n + k)
+    ref_full = full.reference(cupy)
+    for m in range(1, 301):
+        out = fp8gemm.matmul(full.a[:m], full.b, full.a_scale[:m], full.b_scale, out_dtype="float32")
+        got = to_cupy_f64(out)
+        ref = ref_full[:m]
+        err = float(cupy.linalg.norm(got - ref) / cupy.linalg.norm(ref))
+        assert err <= TOL["float32"] or m * n < MIN_ELEMENTS_FOR_RELATIVE, f"M={m}: {err:.2e}"
