@@ -50,9 +50,19 @@ GENERAL_BLOCK_K = 128
 GENERAL_BLOCK_NS = (8, 16, 32, 64, 128)     # must divide 128: a tile sits in one Bs row
 
 
-def general_smem_bytes(c: Candidate) -> int:
+OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def general_staging_bytes(block_n: int, out_dtype: str) -> int:
+    """Shared memory of the TMA-store epilogue (two warpgroups x 64 rows x block_n outputs);
+    0 where a tile row is not a whole number of 128-byte swizzle chunks (direct stores)."""
+    row_bytes = block_n * OUT_BYTES[out_dtype]
+    return 0 if row_bytes % 128 else 2 * 64 * row_bytes
+
+
+def general_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
     per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + c.block_n * GENERAL_BLOCK_K
-    return 1024 + c.stages * per_stage + 2 * 8 * c.stages + 16
+    return 1024 + c.stages * per_stage + general_staging_bytes(c.block_n, out_dtype) + 2 * 8 * c.stages + 16
 
 
 GENERAL_MAX_SPLITS = 16
@@ -60,7 +70,7 @@ GENERAL_MAX_SPLITS = 16
 
 def general_is_valid(desc: GemmDesc, c: Candidate) -> bool:
     return (c.variant == GENERAL and c.block_n in GENERAL_BLOCK_NS and c.stages >= 2
-            and c.group_m >= 1 and general_smem_bytes(c) <= MAX_SMEM_PER_BLOCK
+            and c.group_m >= 1 and general_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
             and 1 <= c.splits <= GENERAL_MAX_SPLITS
             and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
 
@@ -105,8 +115,8 @@ def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
         block_n, tiles = 16, -(-desc.m // GENERAL_BLOCK_M)
         splits = _general_splits(tiles, k_blocks, num_sms)
     per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + block_n * GENERAL_BLOCK_K
-    max_stages = (MAX_SMEM_PER_BLOCK - 1024 - 16) // (per_stage + 16)
-    stages = max(2, min(max_stages, GENERAL_MAX_STAGES))
+    free = MAX_SMEM_PER_BLOCK - 1024 - 16 - general_staging_bytes(block_n, desc.out_dtype)
+    stages = max(2, min(free // (per_stage + 16), GENERAL_MAX_STAGES))
     return Candidate(GENERAL, block_n, stages, 8, splits,
                      reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
                             f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
@@ -119,8 +129,8 @@ def variants() -> tuple:
     return tuple(VARIANTS)
 
 
-def smem_bytes(c: Candidate) -> int:
-    return VARIANTS[c.variant][1](c)
+def smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
+    return VARIANTS[c.variant][1](c, out_dtype)
 
 
 def is_valid(desc: GemmDesc, c: Candidate) -> bool:
@@ -182,4 +192,4 @@ def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h20
     """A sentence saying which kernel a shape gets and why."""
     c = select(m, n, k, out_dtype, gpu)
     return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_n={c.block_n} stages={c.stages} "
-            f"group_m={c.group_m} splits={c.splits}, smem {smem_bytes(c)} B -- {c.reason}")
+            f"group_m={c.group_m} splits={c.splits}, smem {smem_bytes(c, out_dtype)} B -- {c.reason}")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import output
-from .dispatch import Candidate, select, smem_bytes_of
+from .dispatch import Candidate, GemmDesc, is_valid, select, smem_bytes_of
 from .intake import framework_of, intake
 from .launcher import LAUNCHERS, sm_count
 from .validate import check_block_size, out_row_stride, validate_gemm
@@ -47,9 +47,15 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     else:
         result, out_ptr, ldc = out, tout.ptr, out_row_stride(tout, problem.n)
     if problem.m > 0:
-        cand = config or select(problem.m, problem.n, problem.k, problem.out_dtype,
-                                num_sms=sm_count(problem.device))
-        LAUNCHERS[cand.variant](problem, cand, smem_bytes_of(cand), out_ptr, ldc,
+        if config is None:
+            cand = select(problem.m, problem.n, problem.k, problem.out_dtype,
+                          num_sms=sm_count(problem.device))
+        else:
+            cand = config
+            if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):
+                raise ValueError(f"config {cand} is not valid for M={problem.m} N={problem.n} "
+                                 f"K={problem.k} {problem.out_dtype} (see fp8gemm.dispatch)")
+        LAUNCHERS[cand.variant](problem, cand, smem_bytes_of(cand, problem.out_dtype), out_ptr, ldc,
                                 output.StreamRef(stream_ptr))
     if tout is not None:
         return out

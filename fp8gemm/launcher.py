@@ -13,6 +13,8 @@ from . import compiler, tma
 from .validate import GemmProblem
 
 OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
+OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+STORE_CHUNK_BYTES = 128        # one 128B-swizzle chunk of output columns per TMA store box
 GENERAL_BLOCK_M = 128
 GENERAL_THREADS = 384
 MAX_GRID = 2**31 - 1
@@ -59,14 +61,22 @@ def launch_general(p: GemmProblem, cand, smem_bytes: int, out_ptr: int, ldc: int
     """sm90_fp8_gemm_general: a persistent grid over (128 x block_n tile, K split) work units.
 
     FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8 accumulation
-    error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance.
+    error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue stores through TMA
+    (kTmaStore) when C's base and row pitch are 16-byte aligned and a tile row is whole 128-byte
+    chunks; otherwise it stores from registers.
     """
+    esize = OUT_BYTES[p.out_dtype]
+    tma_store = ((cand.block_n * esize) % STORE_CHUNK_BYTES == 0 and out_ptr % 16 == 0
+                 and (ldc * esize) % 16 == 0)
     kern = compiler.get_kernel(p.device, cand.variant,
                                (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                "true" if p.out_dtype == "float32" else "false"),
+                                "true" if p.out_dtype == "float32" else "false",
+                                "true" if tma_store else "false"),
                                smem_bytes)
     tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
     tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
+    tmap_c = (tma.encode_2d(out_ptr, p.m, p.n, ldc * esize, 64, STORE_CHUNK_BYTES // esize, esize)
+              if tma_store else tma.ZERO_DESCRIPTOR)
     num_tiles = -(-p.m // GENERAL_BLOCK_M) * -(-p.n // cand.block_n)
     splits = max(1, min(cand.splits, -(-p.k // 128)))
     units = num_tiles * splits
@@ -77,7 +87,7 @@ def launch_general(p: GemmProblem, cand, smem_bytes: int, out_ptr: int, ldc: int
         ws_ptr, counters_ptr = split_workspace(p.device, stream.ptr,
                                                units * GENERAL_BLOCK_M * cand.block_n, num_tiles)
     grid = min(units, sm_count(p.device))
-    args = (tmap_a, tmap_b,
+    args = (tmap_a, tmap_b, tmap_c,
             np.uint64(p.sa_ptr), np.int64(p.sa_stride_m), np.int64(p.sa_stride_k),
             np.uint64(p.sb_ptr), np.int64(p.sb_stride_n), np.int64(p.sb_stride_k),
             np.uint64(out_ptr), np.int64(ldc),

@@ -32,6 +32,7 @@
 #include "ptx/sync.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
+#include "epilogue.cuh"
 #include "scheduler.cuh"
 
 namespace fp8gemm {
@@ -43,16 +44,19 @@ constexpr uint32_t kNumConsumerWarpgroups = BLOCK_M / kWgmmaM;
 constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups);
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
-constexpr uint32_t kConsumerBarrier = 1;                 // named barrier id of the 256 consumer threads
+// Named barrier ids (0 is __syncthreads).
+enum Barrier : uint32_t { kConsumerBarrier = 1, kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
                   <= 65536, "register file overcommitted");
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 }  // namespace general
 
-template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion>
+template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
+          bool kTmaStore>
 __global__ void __launch_bounds__(general::kNumThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
+                             const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
                              const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
                              const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                              void* __restrict__ out, int64_t ldc,
@@ -70,11 +74,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
     static_assert(kNumStages >= 2, "need at least double buffering");
 
-    // ---- shared memory: [A stages | B stages | full barriers | empty barriers | flag] --------
+    // ---- shared memory: [A stages | B stages | C staging | full bars | empty bars | flag] ----
+    using Staging = SwizzledStaging<kOut, BLOCK_N>;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + 2 * kNumStages * sizeof(Mbarrier) + 16;
+    constexpr uint32_t SMEM_C = kTmaStore ? kNumConsumerWarpgroups * Staging::kBytes : 0;
+    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + SMEM_C +
+                                    2 * kNumStages * sizeof(Mbarrier) + 16;
     static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
     static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
 
@@ -82,7 +90,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uint64_t>(smem_raw) + 1023) & ~1023ull);
     uint8_t* smem_a = smem;                                        // [kNumStages][BLOCK_M][128]
     uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;        // [kNumStages][BLOCK_N][128]
-    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES);  // [kNumStages]
+    uint8_t* smem_c = smem + SMEM_TILES;                           // [2 warpgroups][Staging]
+    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);  // [kNumStages]
     Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
     volatile uint32_t* last_split_flag = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
 
@@ -95,6 +104,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     if (threadIdx.x == 0) {
         prefetch_tensormap(&tmap_a);
         prefetch_tensormap(&tmap_b);
+        if constexpr (kTmaStore) prefetch_tensormap(&tmap_c);
 #pragma unroll
         for (uint32_t s = 0; s < kNumStages; ++s) {
             mbarrier_init(&full_bar[s], 1);
@@ -194,10 +204,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 constexpr uint32_t kTileFloats = BLOCK_M * BLOCK_N;
                 float* tile_ws = workspace + static_cast<int64_t>(w.tile_idx) * num_splits * kTileFloats;
                 float* mine = tile_ws + static_cast<int64_t>(w.split_idx) * kTileFloats;
+                // NOTES: a thread whose two rows are both past M holds only zeros that are never
+                // stored: it skips the workspace entirely (at M = 1, 4 of 256 threads take part).
+                const bool has_rows = row0 < M;
+                if (has_rows) {
 #pragma unroll
-                for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
-                    const float v[4] = {total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]};
-                    st_cg_f32x4(mine + (j * kNumConsumerThreads + consumer_tid) * 4, v);
+                    for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                        const float v[4] = {total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]};
+                        st_cg_f32x4(mine + (j * kNumConsumerThreads + consumer_tid) * 4, v);
+                    }
                 }
                 __threadfence();                                   // partial visible device-wide
                 named_barrier_sync(kConsumerBarrier, kNumConsumerThreads);
@@ -212,7 +227,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 __threadfence();                                   // see the other splits' partials
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-                for (uint32_t s = 0; s < num_splits; ++s) {        // fixed order: deterministic
+                for (uint32_t s = 0; s < num_splits && has_rows; ++s) {   // fixed order: deterministic
                     const float* part = tile_ws + static_cast<int64_t>(s) * kTileFloats;
 #pragma unroll
                     for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
@@ -226,28 +241,39 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 }
             }
 
-            // ---- epilogue: masked stores straight from registers --------------------------
-            const uint32_t col_base = w.n_block * BLOCK_N + 2 * (lane_idx % 4);
-            const bool pair_ok = (ldc % 2 == 0) &&
-                                 (reinterpret_cast<uint64_t>(out) % (2 * (kOut == OutType::kFP32 ? 4 : 2)) == 0);
+            // ---- epilogue ----------------------------------------------------------------------
+            const uint32_t wg_row_base = w.m_block * BLOCK_M + math_wg * kWgmmaM;
+            if constexpr (kTmaStore) {
+                // Stage through swizzled shared memory, then one bulk store per 128-byte chunk.
+                if (wg_row_base < M) {                     // a warpgroup wholly past M has nothing
+                    uint8_t* stage = smem_c + math_wg * Staging::kBytes;
+                    const bool leader = threadIdx.x % kWarpgroupThreads == 0;
+                    if (leader) tma_store_wait_read<0>();  // the previous tile's store has read it
+                    named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
+                    const uint32_t r = warp_in_wg * 16 + lane_idx / 4;
 #pragma unroll
-            for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
-                const uint32_t col = col_base + 8 * j;
+                    for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+                        const uint32_t c = 8 * j + 2 * (lane_idx % 4);
+                        Staging::write_pair(stage, r, c, total[4 * j], total[4 * j + 1]);
+                        Staging::write_pair(stage, r + 8, c, total[4 * j + 2], total[4 * j + 3]);
+                    }
+                    fence_proxy_async_shared();            // generic-proxy writes -> TMA reads
+                    named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
+                    if (leader) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const uint32_t row = h ? row1 : row0;
-                    if (row >= M || col >= N) continue;
-                    const float v0 = total[4 * j + 2 * h];
-                    const float v1 = total[4 * j + 2 * h + 1];
-                    const int64_t offset = static_cast<int64_t>(row) * ldc + col;
-                    if (col + 1 < N && pair_ok) {
-                        store_out2<kOut>(out, offset, v0, v1);
-                    } else {
-                        store_out<kOut>(out, offset, v0);
-                        if (col + 1 < N) store_out<kOut>(out, offset + 1, v1);
+                        for (uint32_t c = 0; c < Staging::kNumChunks; ++c)
+                            tma_store_2d(&tmap_c, stage + c * Staging::kChunkBytes,
+                                         w.n_block * BLOCK_N + c * Staging::kChunkElems, wg_row_base);
+                        tma_store_commit_group();
                     }
                 }
+            } else {
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0,
+                                                      w.n_block * BLOCK_N + 2 * (lane_idx % 4));
             }
+        }
+        if constexpr (kTmaStore) {
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();   // before smem goes away
         }
     }
 #else

@@ -9,14 +9,14 @@ import pytest
 
 from fp8gemm import compiler
 from fp8gemm.dispatch import select
-from fp8gemm.launcher import OUT_TYPE_IDS
+from fp8gemm.launcher import OUT_BYTES, OUT_TYPE_IDS
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot compile sm_90a here")
 
 # The general kernel's signature, for explicit instantiation under nvcc.
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
-                  "fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
+                  "fp8gemm::TmaDescriptor, const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
                   "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*")
 
 
@@ -25,12 +25,16 @@ def _instantiations():
     from generators import trace_shapes
     seen = set()
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
-        c = select(m, n, k)
         for dt, tid in OUT_TYPE_IDS.items():
-            seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m,
-                                  "true" if dt == "float32" else "false")))
+            c = select(m, n, k, dt)
+            tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0
+            for tma_store in {tma_ok, False}:
+                seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m,
+                                      "true" if dt == "float32" else "false",
+                                      "true" if tma_store else "false")))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
-        seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false")))
+        seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false", "false")))
+    seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true")))
     return sorted(seen)
 
 
@@ -58,10 +62,10 @@ def test_compiles_without_spills(tmp_path, variant, targs):
 @pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
                     reason="nvcc or cuobjdump not on PATH: SASS check skipped")
 def test_sass_uses_fp8_wgmma(tmp_path):
-    _compile(tmp_path, "sm90_fp8_gemm_general", (128, 6, 0, 8, "false"))
+    _compile(tmp_path, "sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true"))
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
-    assert "QGMMA" in sass and "UTMALDG" in sass
+    assert "QGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass
 
 
 def test_generated_wgmma_header_is_current():

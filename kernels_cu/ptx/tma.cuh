@@ -26,4 +26,36 @@ __device__ __forceinline__ void tma_load_2d(void* smem_dst, const TmaDescriptor*
         : "memory");
 }
 
+/// cp.async.bulk.tensor.2d shared -> global (bulk group): store a box; out-of-bounds parts of
+/// the box are not written.
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, const void* smem_src, int32_t c0,
+                                             int32_t c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 ::"l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(smem_src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+/// cp.async.bulk.commit_group: close the group of bulk stores issued so far by this thread.
+__device__ __forceinline__ void tma_store_commit_group() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/// cp.async.bulk.wait_group.read N: the shared memory of all but N groups may be reused.
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/// cp.async.bulk.wait_group N: all but N groups have completed (their writes are done).
+template <int N>
+__device__ __forceinline__ void tma_store_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/// fence.proxy.async.shared::cta: order this thread's ordinary shared-memory writes before
+/// later async-proxy (TMA) reads of them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 }  // namespace fp8gemm

@@ -1,0 +1,67 @@
+// epilogue.cuh: writing a warpgroup's 64 x BLOCK_N accumulator tile to C.
+//
+// Two ways, chosen at compile time by the kernel:
+//   * TMA store (the fast path): the fragments go to a shared-memory staging tile laid out as TMA
+//     reads it with CU_TENSOR_MAP_SWIZZLE_128B -- [chunk][64 rows][128 B], where a chunk is 128 B
+//     of columns and 16-byte unit u of row r sits at position u ^ (r % 8) -- and one thread then
+//     issues one bulk tensor store per chunk. The store runs asynchronously (the warpgroup goes on
+//     to its next tile); out-of-bounds rows and columns of the box are not written. Needs the row
+//     pitch of C and its base a multiple of 16 bytes, and BLOCK_N * sizeof(out) a multiple of 128.
+//   * direct stores from registers, masked, for everything else.
+// NOTES: the swizzle makes the 8 rows one warp writes per store land in 8 different 16-byte bank
+// groups, so the staging writes are free of bank conflicts.
+#pragma once
+#include "common/types.cuh"
+#include "ptx/sync.cuh"
+#include "ptx/tma.cuh"
+
+namespace fp8gemm {
+
+template <OutType kOut, uint32_t BLOCK_N>
+struct SwizzledStaging {
+    static constexpr uint32_t kElemBytes = kOut == OutType::kFP32 ? 4 : 2;
+    static constexpr uint32_t kRows = kWgmmaM;                          // one warpgroup's rows
+    static constexpr uint32_t kChunkElems = kSwizzleBytes / kElemBytes;  // columns per chunk
+    static constexpr uint32_t kNumChunks = BLOCK_N * kElemBytes / kSwizzleBytes;
+    static constexpr uint32_t kChunkBytes = kRows * kSwizzleBytes;       // 8 KiB
+    static constexpr uint32_t kBytes = kNumChunks * kChunkBytes;        // per warpgroup
+    static constexpr bool kSupported = (BLOCK_N * kElemBytes) % kSwizzleBytes == 0;
+
+    /// Stage the pair (row, col), (row, col + 1); col even, both inside the tile.
+    __device__ __forceinline__ static void write_pair(uint8_t* stage, uint32_t row, uint32_t col, float v0,
+                                                      float v1) {
+        const uint32_t byte = col * kElemBytes;
+        const uint32_t in_chunk = byte % kSwizzleBytes;
+        uint8_t* dst = stage + (byte / kSwizzleBytes) * kChunkBytes + row * kSwizzleBytes +
+                       ((((in_chunk / 16) ^ (row % 8)) * 16) | (in_chunk % 16));
+        store_out2<kOut>(dst, 0, v0, v1);
+    }
+};
+
+/// Masked direct stores of one thread's fragments (rows row0 and row0 + 8, see wgmma_fp8.cuh).
+template <OutType kOut, uint32_t BLOCK_N, int kNumAccum>
+__device__ __forceinline__ void store_fragments_direct(const float (&total)[kNumAccum], void* out, int64_t ldc,
+                                                       uint32_t M, uint32_t N, uint32_t row0, uint32_t col_base) {
+    const bool pair_ok = (ldc % 2 == 0) &&
+                         (reinterpret_cast<uint64_t>(out) % (2 * (kOut == OutType::kFP32 ? 4 : 2)) == 0);
+#pragma unroll
+    for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+        const uint32_t col = col_base + 8 * j;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint32_t row = row0 + 8 * h;
+            if (row >= M || col >= N) continue;
+            const float v0 = total[4 * j + 2 * h];
+            const float v1 = total[4 * j + 2 * h + 1];
+            const int64_t offset = static_cast<int64_t>(row) * ldc + col;
+            if (col + 1 < N && pair_ok) {
+                store_out2<kOut>(out, offset, v0, v1);
+            } else {
+                store_out<kOut>(out, offset, v0);
+                if (col + 1 < N) store_out<kOut>(out, offset + 1, v1);
+            }
+        }
+    }
+}
+
+}  // namespace fp8gemm
