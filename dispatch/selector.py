@@ -87,13 +87,19 @@ def _general_splits(tiles: int, k_blocks: int, num_sms: int) -> int:
 
 
 def general_cost(m: int, n: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
-    """A relative time estimate: waves of work units x the bytes one unit stages through shared
-    memory (each SM streams its operand tiles at about the same rate)."""
+    """A relative time estimate in bytes moved per SM: waves of work units x the bytes one unit
+    stages through shared memory (each SM streams at about the same rate), plus, with split-K,
+    the partial tile each unit writes and the partials the last split of a tile reads back
+    alone (counted twice: plain loads by one CTA, not TMA streams across all SMs)."""
     k_blocks = -(-k // GENERAL_BLOCK_K)
     units = -(-m // GENERAL_BLOCK_M) * -(-n // block_n) * splits
     waves = -(-units // num_sms)
     per_unit = -(-k_blocks // splits) * (GENERAL_BLOCK_M + block_n) * GENERAL_BLOCK_K
-    return waves * per_unit
+    cost = waves * per_unit
+    if splits > 1:
+        partial = min(m, GENERAL_BLOCK_M) * block_n * 4
+        cost += waves * partial + 2 * splits * partial
+    return cost
 
 
 def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
@@ -104,7 +110,7 @@ def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
     """
     k_blocks = -(-desc.k // GENERAL_BLOCK_K)
     best = None
-    for block_n in (128, 64, 32):
+    for block_n in (128, 64, 32, 16):
         tiles = -(-desc.m // GENERAL_BLOCK_M) * -(-desc.n // block_n)
         splits = _general_splits(tiles, k_blocks, num_sms)
         cost = general_cost(desc.m, desc.n, desc.k, block_n, splits, num_sms)

@@ -227,16 +227,20 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 __threadfence();                                   // see the other splits' partials
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-                for (uint32_t s = 0; s < num_splits && has_rows; ++s) {   // fixed order: deterministic
-                    const float* part = tile_ws + static_cast<int64_t>(s) * kTileFloats;
+                // NOTES: plain L2 loads (__ldcg, not volatile asm) let the compiler put several
+                // splits' loads in flight before the adds; the adds stay in split order.
+                const float4* part = reinterpret_cast<const float4*>(tile_ws) + consumer_tid;
+                constexpr uint32_t kFloat4PerSplit = kTileFloats / 4;
+#pragma unroll 4
+                for (uint32_t s = 0; s < num_splits; ++s) {        // fixed order: deterministic
+                    if (!has_rows) break;
 #pragma unroll
                     for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
-                        float v[4];
-                        ld_cg_f32x4(part + (j * kNumConsumerThreads + consumer_tid) * 4, v);
-                        total[4 * j] += v[0];
-                        total[4 * j + 1] += v[1];
-                        total[4 * j + 2] += v[2];
-                        total[4 * j + 3] += v[3];
+                        const float4 v = __ldcg(part + s * kFloat4PerSplit + j * kNumConsumerThreads);
+                        total[4 * j] += v.x;
+                        total[4 * j + 1] += v.y;
+                        total[4 * j + 2] += v.z;
+                        total[4 * j + 3] += v.w;
                     }
                 }
             }

@@ -32,12 +32,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) 
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
-/// ld.global.cg.v4.f32: a 16-byte load served by L2 (not L1), for data other CTAs wrote.
-__device__ __forceinline__ void ld_cg_f32x4(const float* ptr, float (&v)[4]) {
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(ptr) : "memory");
-}
-
 /// st.global.cg.v4.f32: a 16-byte store that bypasses L1.
 __device__ __forceinline__ void st_cg_f32x4(float* ptr, const float (&v)[4]) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
