@@ -30,7 +30,7 @@ def test_every_shape_gets_a_valid_candidate(m, n, k):
 
 def test_small_n_gets_a_narrow_tile():
     assert select(64, 8, 256).block_n == 16
-    assert select(64, 40, 256).block_n in (32, 64)
+    assert select(64, 40, 256).block_n <= 64
     assert select(4096, 4096, 256).block_n == 128
 
 
