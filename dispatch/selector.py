@@ -37,10 +37,11 @@ class Candidate:
     stages: int = 6
     group_m: int = 8
     splits: int = 1          # K splits per output tile (deterministic in-kernel reduction)
+    swap_ab: bool = False    # compute C^T = B A^T: weights on wgmma M, tokens (block_n) on wgmma N
     reason: str = field(default="", compare=False)
 
     def key(self) -> tuple:
-        return (self.variant, self.block_n, self.stages, self.group_m, self.splits)
+        return (self.variant, self.block_n, self.stages, self.group_m, self.splits, self.swap_ab)
 
 
 # ---- variant: sm90_fp8_gemm_general ------------------------------------------------------------
@@ -48,28 +49,36 @@ class Candidate:
 GENERAL_BLOCK_M = 128
 GENERAL_BLOCK_K = 128
 GENERAL_BLOCK_NS = (8, 16, 32, 64, 128)     # must divide 128: a tile sits in one Bs row
+SWAP_BLOCK_NS = (8, 16, 32, 64)             # token tiles of swap-AB (wgmma N)
+SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
+SPLIT_OVERHEAD = 40 * 1024                  # cost of one more split (fence, atomic, reduce), bytes-equivalent
 
 
 OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
-def general_staging_bytes(block_n: int, out_dtype: str) -> int:
+def general_staging_bytes(block_n: int, out_dtype: str, swap_ab: bool = False) -> int:
     """Shared memory of the TMA-store epilogue (two warpgroups x 64 rows x block_n outputs);
-    0 where a tile row is not a whole number of 128-byte swizzle chunks (direct stores)."""
+    0 where a tile row is not a whole number of 128-byte swizzle chunks, or under swap-AB
+    (direct stores)."""
     row_bytes = block_n * OUT_BYTES[out_dtype]
+    if swap_ab:
+        return 0
     return 0 if row_bytes % 128 else 2 * 64 * row_bytes
 
 
 def general_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
     per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + c.block_n * GENERAL_BLOCK_K
-    return 1024 + c.stages * per_stage + general_staging_bytes(c.block_n, out_dtype) + 2 * 8 * c.stages + 16
+    return (1024 + c.stages * per_stage + general_staging_bytes(c.block_n, out_dtype, c.swap_ab)
+            + 2 * 8 * c.stages + 16)
 
 
 GENERAL_MAX_SPLITS = 16
 
 
 def general_is_valid(desc: GemmDesc, c: Candidate) -> bool:
-    return (c.variant == GENERAL and c.block_n in GENERAL_BLOCK_NS and c.stages >= 2
+    block_ns = SWAP_BLOCK_NS if c.swap_ab else GENERAL_BLOCK_NS
+    return (c.variant == GENERAL and c.block_n in block_ns and c.stages >= 2
             and c.group_m >= 1 and general_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
             and 1 <= c.splits <= GENERAL_MAX_SPLITS
             and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
@@ -86,43 +95,60 @@ def _general_splits(tiles: int, k_blocks: int, num_sms: int) -> int:
     return max(1, min(k_blocks // 2, num_sms // tiles, GENERAL_MAX_SPLITS))
 
 
-def general_cost(m: int, n: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
-    """A relative time estimate in bytes moved per SM: waves of work units x the bytes one unit
-    stages through shared memory (each SM streams at about the same rate), plus, with split-K,
-    the partial tile each unit writes and the partials the last split of a tile reads back
-    alone (counted twice: plain loads by one CTA, not TMA streams across all SMs)."""
+def general_cost(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
+    """A relative time estimate in bytes moved per SM for a rows x cols tile space (rows = M, or N
+    under swap-AB): waves of work units x the bytes one unit stages through shared memory (each
+    SM streams at about the same rate), plus, with split-K, a fixed cost per extra split, the
+    partial tile each unit writes and the partials the last split of a tile reads back alone
+    (counted twice: plain loads by one CTA, not TMA streams across all SMs). Calibrated against
+    tools/sweep_splits.py on the H200 (bench/NOTES.md)."""
     k_blocks = -(-k // GENERAL_BLOCK_K)
-    units = -(-m // GENERAL_BLOCK_M) * -(-n // block_n) * splits
+    units = -(-rows // GENERAL_BLOCK_M) * -(-cols // block_n) * splits
     waves = -(-units // num_sms)
     per_unit = -(-k_blocks // splits) * (GENERAL_BLOCK_M + block_n) * GENERAL_BLOCK_K
     cost = waves * per_unit
     if splits > 1:
-        partial = min(m, GENERAL_BLOCK_M) * block_n * 4
-        cost += waves * partial + 2 * splits * partial
+        partial = min(rows, GENERAL_BLOCK_M) * min(block_n, cols) * 4
+        cost += SPLIT_OVERHEAD * (splits - 1) + waves * partial + 2 * splits * partial
     return cost
 
 
-def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
-    """Pick (block_n, splits) of least estimated time (general_cost; ties: the wider tile), then
-    as many stages as shared memory holds, at most 6.
+def _best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int):
+    """(cost, block_n, tiles, splits) of least cost over block_n and split counts."""
+    k_blocks = -(-k // GENERAL_BLOCK_K)
+    best = None
+    for block_n in block_ns:
+        tiles = -(-rows // GENERAL_BLOCK_M) * -(-cols // block_n)
+        max_splits = _general_splits(tiles, k_blocks, num_sms)
+        for splits in range(1, max_splits + 1):
+            cost = general_cost(rows, cols, k, block_n, splits, num_sms)
+            if best is None or cost < best[0]:
+                best = (cost, block_n, tiles, splits)
+    return best
 
-    Stages do not depend on K, so one instantiation serves every K (a short K leaves stages idle).
+
+def _stages(block_n: int, out_dtype: str, swap_ab: bool) -> int:
+    per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + block_n * GENERAL_BLOCK_K
+    free = MAX_SMEM_PER_BLOCK - 1024 - 16 - general_staging_bytes(block_n, out_dtype, swap_ab)
+    return max(2, min(free // (per_stage + 16), GENERAL_MAX_STAGES))
+
+
+def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+    """Up to 64 tokens: swap-AB with the narrowest token tile that holds M. Otherwise the tiling
+    (block_n, splits) of least estimated cost (general_cost; ties: the wider tile). Then as many
+    stages as shared memory holds, at most 6 (independent of K: one instantiation serves all K).
     """
     k_blocks = -(-desc.k // GENERAL_BLOCK_K)
-    best = None
-    for block_n in (128, 64, 32, 16):
-        tiles = -(-desc.m // GENERAL_BLOCK_M) * -(-desc.n // block_n)
-        splits = _general_splits(tiles, k_blocks, num_sms)
-        cost = general_cost(desc.m, desc.n, desc.k, block_n, splits, num_sms)
-        if best is None or cost < best[0]:
-            best = (cost, block_n, tiles, splits)
-    _, block_n, tiles, splits = best
-    if desc.n <= 16:
-        block_n, tiles = 16, -(-desc.m // GENERAL_BLOCK_M)
-        splits = _general_splits(tiles, k_blocks, num_sms)
-    per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + block_n * GENERAL_BLOCK_K
-    free = MAX_SMEM_PER_BLOCK - 1024 - 16 - general_staging_bytes(block_n, desc.out_dtype)
-    stages = max(2, min(free // (per_stage + 16), GENERAL_MAX_STAGES))
+    if desc.m <= SWAP_MAX_M:
+        block_n = next(b for b in SWAP_BLOCK_NS if b >= desc.m)
+        _, block_n, tiles, splits = _best_tiling(desc.n, desc.m, desc.k, (block_n,), num_sms)
+        stages = _stages(block_n, desc.out_dtype, True)
+        return Candidate(GENERAL, block_n, stages, 8, splits, True,
+                         reason=f"fallback: swap-AB (M={desc.m} <= {SWAP_MAX_M}), token tile {block_n}, "
+                                f"splits={splits} for {tiles} tiles x {k_blocks} K blocks on {num_sms} SMs")
+    block_ns = (16,) if desc.n <= 16 else (128, 64, 32, 16)
+    _, block_n, tiles, splits = _best_tiling(desc.m, desc.n, desc.k, block_ns, num_sms)
+    stages = _stages(block_n, desc.out_dtype, False)
     return Candidate(GENERAL, block_n, stages, 8, splits,
                      reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
                             f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
@@ -159,7 +185,7 @@ def load_table(gpu: str = "h200") -> dict:
     for entry in raw.get("entries", []):
         cand = Candidate(entry["variant"], int(entry.get("block_n", 128)), int(entry.get("stages", 6)),
                          int(entry.get("group_m", 8)), int(entry.get("splits", 1)),
-                         reason=f"table {gpu}.json")
+                         bool(entry.get("swap_ab", False)), reason=f"table {gpu}.json")
         table.setdefault((int(entry["n"]), int(entry["k"])), []).append((int(entry["m"]), cand))
     for rows in table.values():
         rows.sort(key=lambda r: r[0])
@@ -190,7 +216,7 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
         _printed.add((desc, cand.key()))
         print(f"fp8gemm: M={desc.m} N={desc.n} K={desc.k} {desc.out_dtype} -> {cand.variant} "
               f"block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} splits={cand.splits} "
-              f"({cand.reason})")
+              f"swap_ab={cand.swap_ab} ({cand.reason})")
     return cand
 
 
@@ -198,4 +224,5 @@ def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h20
     """A sentence saying which kernel a shape gets and why."""
     c = select(m, n, k, out_dtype, gpu)
     return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_n={c.block_n} stages={c.stages} "
-            f"group_m={c.group_m} splits={c.splits}, smem {smem_bytes(c, out_dtype)} B -- {c.reason}")
+            f"group_m={c.group_m} splits={c.splits} swap_ab={c.swap_ab}, smem {smem_bytes(c, out_dtype)} B "
+            f"-- {c.reason}")

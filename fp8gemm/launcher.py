@@ -58,7 +58,8 @@ def split_workspace(device: int, stream_ptr: int, floats: int, tiles: int):
 
 
 def launch_general(p: GemmProblem, cand, smem_bytes: int, out_ptr: int, ldc: int, stream) -> None:
-    """sm90_fp8_gemm_general: a persistent grid over (128 x block_n tile, K split) work units.
+    """sm90_fp8_gemm_general: a persistent grid over (128 x block_n tile, K split) work units;
+    swap-AB runs the same kernel on C^T = B A^T (weights 128 rows a tile, tokens block_n).
 
     FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8 accumulation
     error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue stores through TMA
@@ -66,18 +67,26 @@ def launch_general(p: GemmProblem, cand, smem_bytes: int, out_ptr: int, ldc: int
     chunks; otherwise it stores from registers.
     """
     esize = OUT_BYTES[p.out_dtype]
-    tma_store = ((cand.block_n * esize) % STORE_CHUNK_BYTES == 0 and out_ptr % 16 == 0
-                 and (ldc * esize) % 16 == 0)
+    tma_store = (not cand.swap_ab and (cand.block_n * esize) % STORE_CHUNK_BYTES == 0
+                 and out_ptr % 16 == 0 and (ldc * esize) % 16 == 0)
     kern = compiler.get_kernel(p.device, cand.variant,
                                (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
                                 "true" if p.out_dtype == "float32" else "false",
-                                "true" if tma_store else "false"),
+                                "true" if tma_store else "false",
+                                "true" if cand.swap_ab else "false"),
                                smem_bytes)
-    tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
-    tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
+    # Tile space rows x cols: C (M x N), or C^T (N x M) under swap-AB, whose wgmma A operand is B.
+    if cand.swap_ab:
+        rows, cols = p.n, p.m
+        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, GENERAL_BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_n)
+    else:
+        rows, cols = p.m, p.n
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
     tmap_c = (tma.encode_2d(out_ptr, p.m, p.n, ldc * esize, 64, STORE_CHUNK_BYTES // esize, esize)
               if tma_store else tma.ZERO_DESCRIPTOR)
-    num_tiles = -(-p.m // GENERAL_BLOCK_M) * -(-p.n // cand.block_n)
+    num_tiles = -(-rows // GENERAL_BLOCK_M) * -(-cols // cand.block_n)
     splits = max(1, min(cand.splits, -(-p.k // 128)))
     units = num_tiles * splits
     if units > MAX_GRID:

@@ -64,4 +64,22 @@ __device__ __forceinline__ void store_fragments_direct(const float (&total)[kNum
     }
 }
 
+/// Swap-AB: the tile holds C^T (rows = weight rows n, columns = tokens m); store C[m, n] masked.
+template <OutType kOut, uint32_t BLOCK_N, int kNumAccum>
+__device__ __forceinline__ void store_fragments_transposed(const float (&total)[kNumAccum], void* out, int64_t ldc,
+                                                           uint32_t M, uint32_t N, uint32_t row0, uint32_t col0) {
+#pragma unroll
+    for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint32_t n = row0 + 8 * h;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const uint32_t m = col0 + 8 * j + e;
+                if (n < N && m < M) store_out<kOut>(out, static_cast<int64_t>(m) * ldc + n, total[4 * j + 2 * h + e]);
+            }
+        }
+    }
+}
+
 }  // namespace fp8gemm

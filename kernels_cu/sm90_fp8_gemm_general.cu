@@ -22,6 +22,9 @@
 //   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
 //                runs on across units, so the next unit's loads overlap this unit's epilogue;
 //   warpgroups 1-2 consumers: each owns 64 rows of the 128 x BLOCK_N tile and runs wgmma on them.
+// Swap-AB (kSwapAB, for M <= 64): the same mainloop computes C^T = B A^T, weight rows on wgmma's
+// 64-row M side and tokens on its N side (BLOCK_N = 8..64), so no MMA row is wasted on padding;
+// Bs becomes one scalar per tile and As a scale per column; the epilogue stores transposed.
 // Split-K (num_splits > 1, for small M): each split writes its FP32 partial tile to a workspace;
 // the last split of a tile to finish (an atomic counter per tile) sums all partials in split order
 // 0..S-1 and writes C, so the result is bitwise reproducible. It then resets the counter to 0, so
@@ -52,7 +55,7 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 }  // namespace general
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore>
+          bool kTmaStore, bool kSwapAB>
 __global__ void __launch_bounds__(general::kNumThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -71,7 +74,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
     // ---- preconditions ------------------------------------------------------------------
     static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
-    static_assert(kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
+    static_assert(kSwapAB || kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
+    static_assert(!(kSwapAB && kTmaStore), "swap-AB tiles are C^T: they store directly");
     static_assert(kNumStages >= 2, "need at least double buffering");
 
     // ---- shared memory: [A stages | B stages | C staging | full bars | empty bars | flag] ----
@@ -95,7 +99,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
     volatile uint32_t* last_split_flag = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
 
-    const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, num_splits);
+    // Tile space: rows x cols of the product the wgmma computes. Swap-AB computes C^T = B A^T:
+    // its rows are weight rows (N), its columns tokens (M); tmap_a then maps B and tmap_b maps A.
+    const uint32_t ROWS = kSwapAB ? N : M;
+    const uint32_t COLS = kSwapAB ? M : N;
+    const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(ROWS, COLS, K, num_splits);
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
@@ -148,18 +156,32 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             const WorkUnit w = sched.unit(u);
             const uint32_t row0 = w.m_block * BLOCK_M + row_in_tile;
             const uint32_t row1 = row0 + 8;
-            // Scale reads clamp to a valid row: rows past M are zero in A and never stored.
+            // Scale reads clamp to a valid token: tokens past M are zero in A and never stored.
+            // Non-swapped: As per tile row, one Bs per tile. Swapped: one Bs per tile (BLOCK_M = 128
+            // weight rows = one Bs block), As per tile column.
             const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m;
             const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m;
-            const float* sb_row = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n;
+            const uint32_t sb_block = kSwapAB ? w.m_block : w.n_block * BLOCK_N / kScaleBlock;
+            const float* sb_row = b_scale + static_cast<int64_t>(sb_block) * sb_stride_n;
+            const uint32_t col0 = w.n_block * BLOCK_N + 2 * (lane_idx % 4);   // this thread's first column
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
 
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 // Scale loads first: their latency hides under the wait and the wgmma.
-                const float sa0 = sa_row0[kb * sa_stride_k];
-                const float sa1 = sa_row1[kb * sa_stride_k];
                 const float sb = sb_row[kb * sb_stride_k];
+                float s0 = 0.0f, s1 = 0.0f;                      // per row (non-swapped)
+                float s_col[kSwapAB ? BLOCK_N / 4 : 1];          // per column (swapped): [j][e]
+                if constexpr (!kSwapAB) {
+                    s0 = sa_row0[kb * sa_stride_k] * sb;
+                    s1 = sa_row1[kb * sa_stride_k] * sb;
+                } else {
+#pragma unroll
+                    for (uint32_t q = 0; q < BLOCK_N / 4; ++q) {
+                        const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), M - 1);
+                        s_col[q] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
+                    }
+                }
 
                 mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
                 const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + math_wg * kWgmmaM * BLOCK_K;
@@ -170,8 +192,6 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 // Promotion groups: 4 wgmma per group (coarse) or 1 (fine); scales are per 128-K block.
                 constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
                 constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
-                const float s0 = sa0 * sb;
-                const float s1 = sa1 * sb;
 #pragma unroll
                 for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
                     wgmma_fence_operands(accum);
@@ -192,9 +212,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
                     }
 
-                    // Promotion: total += accum * As[row, kb] * Bs[n_block, kb].
+                    // Promotion: total += accum * As[token, kb] * Bs[weight block, kb]. Accumulator i
+                    // is (row half h = (i >> 1) & 1, column pair j = i / 4, element e = i % 2).
 #pragma unroll
-                    for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
+                    for (int i = 0; i < Mma::kNumAccum; ++i) {
+                        if constexpr (kSwapAB)
+                            total[i] += accum[i] * s_col[(i / 4) * 2 + (i % 2)];
+                        else
+                            total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
+                    }
                 }
             }
 
@@ -206,7 +232,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 float* mine = tile_ws + static_cast<int64_t>(w.split_idx) * kTileFloats;
                 // NOTES: a thread whose two rows are both past M holds only zeros that are never
                 // stored: it skips the workspace entirely (at M = 1, 4 of 256 threads take part).
-                const bool has_rows = row0 < M;
+                const bool has_rows = row0 < ROWS;
                 if (has_rows) {
 #pragma unroll
                     for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
@@ -247,7 +273,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
             // ---- epilogue ----------------------------------------------------------------------
             const uint32_t wg_row_base = w.m_block * BLOCK_M + math_wg * kWgmmaM;
-            if constexpr (kTmaStore) {
+            if constexpr (kSwapAB) {
+                store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
+            } else if constexpr (kTmaStore) {
                 // Stage through swizzled shared memory, then one bulk store per 128-byte chunk.
                 if (wg_row_base < M) {                     // a warpgroup wholly past M has nothing
                     uint8_t* stage = smem_c + math_wg * Staging::kBytes;
@@ -272,8 +300,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     }
                 }
             } else {
-                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0,
-                                                      w.n_block * BLOCK_N + 2 * (lane_idx % 4));
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
             }
         }
         if constexpr (kTmaStore) {

@@ -27,14 +27,15 @@ def _instantiations():
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
         for dt, tid in OUT_TYPE_IDS.items():
             c = select(m, n, k, dt)
-            tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0
+            tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0 and not c.swap_ab
             for tma_store in {tma_ok, False}:
                 seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m,
                                       "true" if dt == "float32" else "false",
-                                      "true" if tma_store else "false")))
+                                      "true" if tma_store else "false",
+                                      "true" if c.swap_ab else "false")))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
-        seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false", "false")))
-    seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true")))
+        seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false", "false", "false")))
+    seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true", "false")))
     return sorted(seen)
 
 
@@ -62,7 +63,7 @@ def test_compiles_without_spills(tmp_path, variant, targs):
 @pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
                     reason="nvcc or cuobjdump not on PATH: SASS check skipped")
 def test_sass_uses_fp8_wgmma(tmp_path):
-    _compile(tmp_path, "sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true"))
+    _compile(tmp_path, "sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true", "false"))
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     assert "QGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass

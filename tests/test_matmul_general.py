@@ -280,3 +280,31 @@ def test_every_m_1_to_300(n, k):
         ref = ref_full[:m]
         err = float(cupy.linalg.norm(got - ref) / cupy.linalg.norm(ref))
         assert err <= TOL["float32"] or m * n < MIN_ELEMENTS_FOR_RELATIVE, f"M={m}: {err:.2e}"
+
+
+@pytest.mark.parametrize("block_n,splits", [(8, 1), (16, 3), (32, 1), (64, 2)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (3, 200, 144), (9, 576, 1040), (33, 1000, 2048),
+                                   (64, 4096, 256), (100, 136, 512)], ids=lambda v: str(v))
+def test_forced_swap_ab(m, n, k, block_n, splits):
+    """Swap-AB (C^T = B A^T) on M, N and K tails, token tiles narrower and wider than M."""
+    case = random_case(m, n, k, seed=block_n + m)
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=block_n, stages=4, group_m=8, splits=splits,
+                    swap_ab=True)
+    for out_dtype in ("bfloat16", "float32"):
+        out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        check(out, case, out_dtype)
+
+
+def test_swap_ab_poisoned_output_and_scale_layouts():
+    import cupy
+    import torch
+    m, n, k = 20, 300, 640
+    case = random_case(m, n, k, seed=31)
+    sa = cupy.asfortranarray(case.a_scale)
+    buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
+    view = buf[1:1 + m, 8:8 + n]
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=32, stages=4, group_m=8, splits=2, swap_ab=True)
+    fp8gemm.matmul(case.a, case.b, sa, case.b_scale, out=view, config=cfg)
+    check(view, case)
+    border = outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)
+    assert bool(cupy.isnan(border).all()), "a write landed outside the output view"
