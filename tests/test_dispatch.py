@@ -28,18 +28,23 @@ def test_every_shape_gets_a_valid_candidate(m, n, k):
     assert c.block_n <= max(16, 2 * n) or c.block_n == 16
 
 
+def units(m, n, c):
+    """Work units of a candidate in its tile space (C, or C^T under swap-AB)."""
+    rows, cols = (n, m) if c.swap_ab else (m, n)
+    return -(-rows // 128) * -(-cols // c.block_n) * c.splits
+
+
 def test_small_n_gets_a_narrow_tile():
-    assert select(64, 8, 256).block_n == 16
-    assert select(64, 40, 256).block_n <= 64
+    assert select(256, 8, 256).block_n == 16
+    assert select(256, 40, 256).block_n <= 64
     assert select(4096, 4096, 256).block_n == 128
 
 
-def test_fallback_puts_most_sms_to_work():
-    for m, n, k in [(1, 512, 4096), (16, 4096, 256), (64, 1536, 1024), (128, 8192, 4096)]:
+def test_split_k_never_exceeds_one_wave():
+    for m, n, k in [(1, 512, 4096), (16, 4096, 256), (64, 1536, 1024), (128, 8192, 4096), (300, 512, 7168)]:
         c = select(m, n, k)
-        tiles = -(-m // 128) * -(-n // c.block_n)
-        assert tiles * c.splits >= 64, (m, n, k, c)
-        assert tiles * c.splits <= 132
+        assert c.splits == 1 or units(m, n, c) <= 132, (m, n, k, c)
+        assert c.splits <= -(-k // 128)
 
 
 def test_table_nearest_m(tmp_path, monkeypatch):
@@ -78,13 +83,14 @@ def test_invalid_candidates_rejected():
 
 
 def test_explain_names_the_choice():
-    s = explain(1, 4096, 4096)
+    s = explain(4096, 4096, 4096)
     assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s
+    assert "swap-AB" in explain(1, 4096, 4096)
 
 
 def test_split_k_for_small_m_long_k():
     c = select(16, 4096, 4096)
-    assert c.splits > 1 and -(-4096 // c.block_n) * c.splits <= 132
+    assert c.splits > 1 and units(16, 4096, c) <= 132
     assert select(16, 4096, 256).splits == 1          # too few K blocks to share
     assert select(4096, 4096, 4096).splits == 1       # the tiles fill the GPU
     assert select(16, 4096, 4096, num_sms=66).splits <= 2
