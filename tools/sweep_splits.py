@@ -8,7 +8,6 @@ import torch
 import fp8gemm
 from fp8gemm.bench.timing import L2Flush, time_calls
 from fp8gemm.dispatch import Candidate, GemmDesc, is_valid, select
-from fp8gemm.dispatch.selector import general_fallback
 from fp8gemm.testing import random_case
 
 SHAPES = [(1, 512, 4096), (32, 512, 4096), (1, 1536, 4096), (64, 1536, 4096), (128, 1536, 4096),
@@ -21,21 +20,24 @@ for m, n, k in SHAPES:
     b = torch.from_dlpack(case.b).view(torch.float8_e4m3fn)
     sa, sb = torch.from_dlpack(case.a_scale), torch.from_dlpack(case.b_scale)
     fns = {}
-    for bn, splits in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 6, 8, 11, 16)):
-        stages = general_fallback(GemmDesc(m, n, 128 * 8), 132).stages if bn == 128 else 6
-        cand = Candidate("sm90_fp8_gemm_general", bn, stages, 8, splits)
-        units = -(-m // 128) * -(-n // bn) * splits
+    for swap, bn, splits in itertools.product((False, True), (8, 16, 32, 64, 128), (1, 2, 3, 4, 6, 8, 16)):
+        cand = Candidate("sm90_fp8_gemm_general", bn, 5, 8, splits, swap)
+        rows, cols = (n, m) if swap else (m, n)
+        units = -(-rows // 128) * -(-cols // bn) * splits
         if not is_valid(GemmDesc(m, n, k), cand) or units > 132 * 2 or splits > -(-k // 128):
             continue
-        fns[(bn, splits)] = (lambda c=cand: fp8gemm.matmul(a, b, sa, sb, config=c))
+        if swap and m > 64:
+            continue
+        fns[("S" if swap else "G", bn, splits)] = (lambda c=cand: fp8gemm.matmul(a, b, sa, sb, config=c))
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()
     t = time_calls(fns, flush, 10)
     best = min(t, key=t.get)
     cur = select(m, n, k)
-    cur_t = t.get((cur.block_n, cur.splits))
+    cur_t = t.get(("S" if cur.swap_ab else "G", cur.block_n, cur.splits))
     top = sorted(t.items(), key=lambda kv: kv[1])[:4]
-    print(f"M={m:4} N={n:5} K={k:5} best bn={best[0]:3} splits={best[1]:2} {t[best]:6.2f} us | "
-          f"chosen bn={cur.block_n} splits={cur.splits} {cur_t if cur_t is None else round(cur_t, 2)} us | "
+    print(f"M={m:4} N={n:5} K={k:5} best {best} {t[best]:6.2f} us | "
+          f"chosen swap={cur.swap_ab} bn={cur.block_n} splits={cur.splits} "
+          f"{cur_t if cur_t is None else round(cur_t, 2)} us | "
           f"top4 {[(c, round(v, 2)) for c, v in top]}", flush=True)
