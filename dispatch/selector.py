@@ -50,8 +50,8 @@ GENERAL_BLOCK_M = 128
 GENERAL_BLOCK_K = 128
 GENERAL_BLOCK_NS = (8, 16, 32, 64, 128)     # must divide 128: a tile sits in one Bs row
 SWAP_BLOCK_NS = (8, 16, 32, 64)             # token tiles of swap-AB (wgmma N)
+SWAP_FALLBACK_BLOCK_NS = (8, 16, 32)        # the fallback's choices (64 measured slower: NOTES.md)
 SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
-SPLIT_OVERHEAD = 40 * 1024                  # cost of one more split (fence, atomic, reduce), bytes-equivalent
 
 
 OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -95,22 +95,34 @@ def _general_splits(tiles: int, k_blocks: int, num_sms: int) -> int:
     return max(1, min(k_blocks // 2, num_sms // tiles, GENERAL_MAX_SPLITS))
 
 
+# Time model constants (H200, measured or fitted with tools/sweep_splits.py; see bench/NOTES.md).
+HBM_BYTES_PER_US = 4.3e6      # device copy bandwidth, bytes read + written
+SM_BYTES_PER_US = 95e3        # one SM's TMA stream when few SMs share HBM (fitted)
+SM_FLOPS_PER_US = 11.26e6     # FP8 dense peak / 132 SMs
+SPLIT_FIXED_US = 1.0          # publish partial, fence, atomic, final re-read (fitted)
+SPLIT_EACH_US = 0.2           # each further split the last CTA reads (fitted)
+
+
 def general_cost(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
-    """A relative time estimate in bytes moved per SM for a rows x cols tile space (rows = M, or N
-    under swap-AB): waves of work units x the bytes one unit stages through shared memory (each
-    SM streams at about the same rate), plus, with split-K, a fixed cost per extra split, the
-    partial tile each unit writes and the partials the last split of a tile reads back alone
-    (counted twice: plain loads by one CTA, not TMA streams across all SMs). Calibrated against
-    tools/sweep_splits.py on the H200 (bench/NOTES.md)."""
+    """Estimated microseconds (less the fixed launch cost) of a rows x cols tile space (rows = M,
+    or N under swap-AB) cut into 128 x block_n tiles and `splits` K ranges: the slowest of HBM
+    (unique bytes), one SM's operand stream (re-reads of a shared operand hit L2 but still pass
+    through the SM) and one SM's tensor cores, plus the split-K overheads (fixed, per split, and
+    the partial tiles written and re-read)."""
     k_blocks = -(-k // GENERAL_BLOCK_K)
     units = -(-rows // GENERAL_BLOCK_M) * -(-cols // block_n) * splits
     waves = -(-units // num_sms)
-    per_unit = -(-k_blocks // splits) * (GENERAL_BLOCK_M + block_n) * GENERAL_BLOCK_K
-    cost = waves * per_unit
+    kb_per_unit = -(-k_blocks // splits)
+    unit_bytes = kb_per_unit * (GENERAL_BLOCK_M + block_n) * GENERAL_BLOCK_K
+    unit_flops = kb_per_unit * 2.0 * GENERAL_BLOCK_M * block_n * GENERAL_BLOCK_K
+    unique = (rows + cols) * k + 2 * rows * cols
+    t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / SM_BYTES_PER_US,
+            waves * unit_flops / SM_FLOPS_PER_US)
     if splits > 1:
         partial = min(rows, GENERAL_BLOCK_M) * min(block_n, cols) * 4
-        cost += SPLIT_OVERHEAD * (splits - 1) + waves * partial + 2 * splits * partial
-    return cost
+        t += SPLIT_FIXED_US + SPLIT_EACH_US * (splits - 1)
+        t += (waves * partial + 2 * splits * partial) / SM_BYTES_PER_US
+    return t
 
 
 def _best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int):
@@ -122,7 +134,7 @@ def _best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int):
         max_splits = _general_splits(tiles, k_blocks, num_sms)
         for splits in range(1, max_splits + 1):
             cost = general_cost(rows, cols, k, block_n, splits, num_sms)
-            if best is None or cost < best[0]:
+            if best is None or cost < best[0] * 0.999:
                 best = (cost, block_n, tiles, splits)
     return best
 
@@ -134,14 +146,13 @@ def _stages(block_n: int, out_dtype: str, swap_ab: bool) -> int:
 
 
 def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
-    """Up to 64 tokens: swap-AB with the narrowest token tile that holds M. Otherwise the tiling
-    (block_n, splits) of least estimated cost (general_cost; ties: the wider tile). Then as many
+    """Up to 64 tokens: swap-AB; otherwise the plain orientation. In both, the tiling (block_n,
+    splits) of least estimated time (general_cost; ties: the first tried). Then as many
     stages as shared memory holds, at most 6 (independent of K: one instantiation serves all K).
     """
     k_blocks = -(-desc.k // GENERAL_BLOCK_K)
     if desc.m <= SWAP_MAX_M:
-        block_n = next(b for b in SWAP_BLOCK_NS if b >= desc.m)
-        _, block_n, tiles, splits = _best_tiling(desc.n, desc.m, desc.k, (block_n,), num_sms)
+        _, block_n, tiles, splits = _best_tiling(desc.n, desc.m, desc.k, SWAP_FALLBACK_BLOCK_NS, num_sms)
         stages = _stages(block_n, desc.out_dtype, True)
         return Candidate(GENERAL, block_n, stages, 8, splits, True,
                          reason=f"fallback: swap-AB (M={desc.m} <= {SWAP_MAX_M}), token tile {block_n}, "
