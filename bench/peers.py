@@ -44,7 +44,9 @@ def prepare_cublaslt(x: Inputs):
     """torch scaled_mm with BlockWise1x128 (A) x BlockWise128x128 (B).
 
     Several scale layouts are offered in turn (the correctness check later keeps the first that is
-    right): B's K/128 dimension padded to a multiple of 4, then unpadded. A scales are M-major.
+    right): B's K/128 dimension padded to a multiple of 4 in the stride, then in the shape (zero
+    scales past K/128, which torch's scaled_mm asks for at K = 256), then unpadded. A scales are
+    M-major.
     """
     import torch
     import torch.nn.functional as F
@@ -58,12 +60,13 @@ def prepare_cublaslt(x: Inputs):
     sb_store[:, :kb] = x.sb
     sb_padded = sb_store[:, :kb].t()                                 # [Kb, Nb], strides (1, Kb_pad)
     sb_plain = x.sb.t()                                              # [Kb, Nb], strides (1, Kb)
+    sb_padded_shape = sb_store.t()                                   # [Kb_pad, Nb], zero rows past Kb
     bt = x.b.t()
     calls = {}
     recipe = getattr(F, "ScalingType", None)
     r1x128 = getattr(recipe, "Blockwise_1x128", None) or getattr(recipe, "BlockWise1x128", None)
     r128 = getattr(recipe, "Blockwise_128x128", None) or getattr(recipe, "BlockWise128x128", None)
-    for label, sb in (("padded", sb_padded), ("plain", sb_plain)):
+    for label, sb in (("padded", sb_padded), ("padded-shape", sb_padded_shape), ("plain", sb_plain)):
         if r1x128 is not None and r128 is not None and hasattr(F, "scaled_mm"):
             def call(sb=sb):
                 return F.scaled_mm(x.a, bt, scale_a=sa, scale_recipe_a=r1x128, scale_b=sb,
