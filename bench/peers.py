@@ -43,10 +43,11 @@ class Inputs:
 def prepare_cublaslt(x: Inputs):
     """torch scaled_mm with BlockWise1x128 (A) x BlockWise128x128 (B).
 
-    Several scale layouts are offered in turn (the correctness check later keeps the first that is
-    right): B's K/128 dimension padded to a multiple of 4 in the stride, then in the shape (zero
-    scales past K/128, which torch's scaled_mm asks for at K = 256), then unpadded. A scales are
-    M-major.
+    Both torch entry points (F.scaled_mm and torch._scaled_mm) with several scale layouts: B's
+    K/128 dimension padded to a multiple of 4 in the stride, then in the shape (zero scales past
+    K/128, which F.scaled_mm asks for at K = 256), then unpadded. The bench checks each, times
+    every correct one and reports the fastest (the unpadded layout only when no padded one works).
+    A scales are M-major.
     """
     import torch
     import torch.nn.functional as F
