@@ -272,8 +272,9 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant):
                     notes.append(f"{peer}/{label}: wrong ({err:.1e})")
                     continue
             good[label] = fn
-            if peer == "cublaslt" and label.endswith("/plain"):
-                break          # the unpadded layout is a last resort: timed only if the others fail
+        if any(not lb.endswith("/plain") for lb in good):
+            # the unpadded layout is a last resort: timed only when no padded one is right
+            good = {lb: fn for lb, fn in good.items() if not lb.endswith("/plain")}
         if good:
             peer_choice[peer] = list(good)
             for label, fn in good.items():
