@@ -124,8 +124,16 @@ def provenance() -> dict:
         "git_revision": os.environ.get("FP8GEMM_GIT_REV") or _git("rev-parse", "HEAD"),
         "git_tree_kernels_cu": os.environ.get("FP8GEMM_TREE_KERNELS") or _git("rev-parse", "HEAD:kernels_cu"),
         "git_tree_dispatch": os.environ.get("FP8GEMM_TREE_DISPATCH") or _git("rev-parse", "HEAD:dispatch"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git_dirty": _dirty(),
     }
+
+
+def _dirty():
+    """True/False for a git checkout with/without uncommitted changes; None where git cannot tell
+    (a copied tree: then the FP8GEMM_GIT_* variables name the committed revision)."""
+    if _git("rev-parse", "--git-dir") is None:
+        return None
+    return bool(_git("status", "--porcelain", "--untracked-files=no"))
 
 
 def environment() -> dict:
