@@ -2,11 +2,11 @@
 functions by own time. Usage: PYTHONPATH=. python tools/host_profile.py"""
 import cProfile
 import pstats
-import time
 
 import cupy
 
 import fp8gemm
+from fp8gemm.bench.cli import host_overhead_us
 from fp8gemm.testing import random_case
 
 case = random_case(64, 4096, 4096, seed=0)
@@ -14,14 +14,7 @@ args = (case.a, case.b, case.a_scale, case.b_scale)
 
 
 def loop(n, fn):
-    fn()
-    cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    cupy.cuda.Device().synchronize()
-    return (t1 - t0) / n * 1e6
+    return host_overhead_us(fn, calls=n)
 
 
 print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call")
