@@ -16,19 +16,23 @@ _NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.f
               "float32": np.dtype(np.float32)}
 
 
-def stream_for_framework(framework: str):
-    """device_id -> the caller's current stream pointer on that device."""
-    if framework == TORCH:
-        import torch
+def _torch_stream(device: int) -> int:
+    import torch
 
-        return lambda device: torch.cuda.current_stream(device).cuda_stream
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def _cupy_stream(device: int) -> int:
     import cupy
 
-    def cupy_stream(device):
-        with cupy.cuda.Device(device):
-            return cupy.cuda.get_current_stream().ptr
+    with cupy.cuda.Device(device):
+        return cupy.cuda.get_current_stream().ptr
 
-    return cupy_stream
+
+def stream_for_framework(framework: str):
+    """device_id -> the caller's current stream pointer on that device (torch's for torch
+    callers, CuPy's for everyone else)."""
+    return _torch_stream if framework == TORCH else _cupy_stream
 
 
 class StreamRef:
