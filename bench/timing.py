@@ -32,6 +32,15 @@ extern "C" __global__ void fp8gemm_l2_flush_read(const float4* __restrict__ buf,
 """
 
 
+class StreamRef:
+    """What CuPy's launcher needs of a stream: its pointer."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
 class L2Flush:
     """Launches the read-flush kernel on a given stream pointer."""
 
@@ -48,8 +57,6 @@ class L2Flush:
 
     def __call__(self, stream_ptr: int) -> None:
         import numpy as np
-
-        from fp8gemm.output import StreamRef
 
         self.kernel.kernel(self.grid, (256, 1, 1), (self.buf, np.uint64(self.n), self.sink), 0,
                            StreamRef(stream_ptr))

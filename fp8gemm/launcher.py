@@ -1,15 +1,17 @@
-"""Launcher: a validated problem + a dispatcher candidate -> one kernel launch on a stream.
+"""Launcher: a validated problem + a dispatcher candidate -> a launch plan -> one launch.
 
-Stage 4 of matmul. Compiled modules, tensor maps, SM counts and split-K workspaces are cached
-(compiler.py, tma.py, here); per call this builds the argument tuple and launches once.
+Stage 4 of matmul. A plan holds the compiled kernel (compiler.py), the tensor maps (tma.py), the
+grid and a prebuilt argument block; ``plan.run(out_ptr, stream_ptr)`` fills in the output (and,
+for split-K, the stream's workspace) and calls cuLaunchKernel (driver.py). SM counts and split-K
+workspaces are cached here.
 """
 from __future__ import annotations
 
+import ctypes
+import struct
 import threading
 
-import numpy as np
-
-from . import compiler, tma
+from . import compiler, driver, tma
 from .validate import GemmProblem
 
 OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
@@ -57,52 +59,143 @@ def split_workspace(device: int, stream_ptr: int, floats: int, tiles: int):
     return ws[0].data.ptr, ws[1].data.ptr
 
 
-def launch_general(p: GemmProblem, cand, smem_bytes: int, out_ptr: int, ldc: int, stream) -> None:
-    """sm90_fp8_gemm_general: a persistent grid over (128 x block_n tile, K split) work units;
-    swap-AB runs the same kernel on C^T = B A^T (weights 128 rows a tile, tokens block_n).
+class KernelParams:
+    """A kernel's argument block: every argument in its own slot of one ctypes buffer (8-byte
+    scalars and pointers, 128-byte tensor maps at 64-byte alignment) and the array of slot
+    addresses cuLaunchKernel takes. Built once per plan; per call only the slots that change are
+    rewritten (cuLaunchKernel copies the arguments before it returns, so the block is reusable)."""
+
+    __slots__ = ("offsets", "buffer", "pointers")
+
+    def __init__(self, args):
+        """``args``: a sequence of ("u64" | "i64" | "u32" | "desc", value)."""
+        blob, offsets = bytearray(), []
+        for kind, value in args:
+            if kind == "desc":
+                blob.extend(b"\0" * (-len(blob) % 64))
+                offsets.append(len(blob))
+                blob.extend(bytes(value))
+            else:
+                offsets.append(len(blob))
+                fmt = {"u64": "<Q", "i64": "<q", "u32": "<I"}[kind]
+                blob.extend(struct.pack(fmt, value).ljust(8, b"\0"))
+        self.offsets = tuple(offsets)
+        self.buffer = ctypes.create_string_buffer(bytes(blob), len(blob))
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * len(offsets))(*(base + o for o in offsets))
+
+    def set_u64(self, index: int, value: int) -> None:
+        struct.pack_into("<Q", self.buffer, self.offsets[index], value)
+
+    def set_desc(self, index: int, desc) -> None:
+        ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[index], bytes(desc), 128)
+
+
+# Argument indices of sm90_fp8_gemm_general_kernel that change from call to call.
+_ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
+
+
+class GeneralPlan:
+    """Everything about one launch of sm90_fp8_gemm_general that does not depend on the output
+    pointer or the stream, computed once per problem (api.py caches plans per input signature).
 
     FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8 accumulation
     error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue stores through TMA
     (kTmaStore) when C's base and row pitch are 16-byte aligned and a tile row is whole 128-byte
-    chunks; otherwise it stores from registers.
+    chunks; otherwise it stores from registers. Swap-AB runs the same kernel on C^T = B A^T
+    (weights 128 rows a tile, tokens block_n).
     """
-    esize = OUT_BYTES[p.out_dtype]
-    tma_store = (not cand.swap_ab and (cand.block_n * esize) % STORE_CHUNK_BYTES == 0
-                 and out_ptr % 16 == 0 and (ldc * esize) % 16 == 0)
-    kern = compiler.get_kernel(p.device, cand.variant,
-                               (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                "true" if p.out_dtype == "float32" else "false",
-                                "true" if tma_store else "false",
-                                "true" if cand.swap_ab else "false"),
-                               smem_bytes)
-    # Tile space rows x cols: C (M x N), or C^T (N x M) under swap-AB, whose wgmma A operand is B.
-    if cand.swap_ab:
-        rows, cols = p.n, p.m
-        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, GENERAL_BLOCK_M)
-        tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_n)
-    else:
-        rows, cols = p.m, p.n
-        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
-        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
-    tmap_c = (tma.encode_2d(out_ptr, p.m, p.n, ldc * esize, 64, STORE_CHUNK_BYTES // esize, esize)
-              if tma_store else tma.ZERO_DESCRIPTOR)
-    num_tiles = -(-rows // GENERAL_BLOCK_M) * -(-cols // cand.block_n)
-    splits = max(1, min(cand.splits, -(-p.k // 128)))
-    units = num_tiles * splits
-    if units > MAX_GRID:
-        raise ValueError(f"M = {p.m}, N = {p.n} needs {units} work units, over the limit {MAX_GRID}")
-    ws_ptr = counters_ptr = 0
-    if splits > 1:
-        ws_ptr, counters_ptr = split_workspace(p.device, stream.ptr,
-                                               units * GENERAL_BLOCK_M * cand.block_n, num_tiles)
-    grid = min(units, sm_count(p.device))
-    args = (tmap_a, tmap_b, tmap_c,
-            np.uint64(p.sa_ptr), np.int64(p.sa_stride_m), np.int64(p.sa_stride_k),
-            np.uint64(p.sb_ptr), np.int64(p.sb_stride_n), np.int64(p.sb_stride_k),
-            np.uint64(out_ptr), np.int64(ldc),
-            np.uint32(p.m), np.uint32(p.n), np.uint32(p.k),
-            np.uint32(splits), np.uint64(ws_ptr), np.uint64(counters_ptr))
-    kern.kernel((grid, 1, 1), (GENERAL_THREADS, 1, 1), args, smem_bytes, stream)
+
+    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+        esize = OUT_BYTES[p.out_dtype]
+        self.tma_store = (not cand.swap_ab and (cand.block_n * esize) % STORE_CHUNK_BYTES == 0
+                          and out_aligned and (ldc * esize) % 16 == 0)
+        kern = compiler.get_kernel(p.device, cand.variant,
+                                   (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
+                                    "true" if p.out_dtype == "float32" else "false",
+                                    "true" if self.tma_store else "false",
+                                    "true" if cand.swap_ab else "false"),
+                                   smem_bytes)
+        # Tile space rows x cols: C (M x N), or C^T (N x M) under swap-AB, whose wgmma A is B.
+        if cand.swap_ab:
+            rows, cols = p.n, p.m
+            tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, GENERAL_BLOCK_M)
+            tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_n)
+        else:
+            rows, cols = p.m, p.n
+            tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
+            tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
+        self.num_tiles = -(-rows // GENERAL_BLOCK_M) * -(-cols // cand.block_n)
+        self.splits = max(1, min(cand.splits, -(-p.k // 128)))
+        units = self.num_tiles * self.splits
+        if units > MAX_GRID:
+            raise ValueError(f"M = {p.m}, N = {p.n} needs {units} work units, over the limit {MAX_GRID}")
+        self.ws_floats = units * GENERAL_BLOCK_M * cand.block_n
+        self.grid = min(units, sm_count(p.device))
+        self.smem_bytes = smem_bytes
+        self.function = kern.kernel.ptr
+        self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
+        self.params = KernelParams((
+            ("desc", tmap_a), ("desc", tmap_b), ("desc", tma.ZERO_DESCRIPTOR),
+            ("u64", p.sa_ptr), ("i64", p.sa_stride_m), ("i64", p.sa_stride_k),
+            ("u64", p.sb_ptr), ("i64", p.sb_stride_n), ("i64", p.sb_stride_k),
+            ("u64", 0), ("i64", ldc),
+            ("u32", p.m), ("u32", p.n), ("u32", p.k),
+            ("u32", self.splits), ("u64", 0), ("u64", 0)))
+        self._lock = threading.Lock()
+
+    def run(self, out_ptr: int, stream_ptr: int) -> None:
+        """Launch on ``stream_ptr`` writing C at ``out_ptr`` (row pitch as planned)."""
+        tmap_c = None
+        if self.tma_store:
+            tmap_c = tma.encode_2d(out_ptr, self.m, self.n, self.ldc * self.esize, 64,
+                                   STORE_CHUNK_BYTES // self.esize, self.esize)
+        ws = counters = 0
+        if self.splits > 1:
+            ws, counters = split_workspace(self.device, stream_ptr, self.ws_floats, self.num_tiles)
+        with self._lock, current_device(self.device):     # one argument block per plan
+            params = self.params
+            params.set_u64(_ARG_OUT, out_ptr)
+            if tmap_c is not None:
+                params.set_desc(_ARG_TMAP_C, tmap_c)
+            if ws:
+                params.set_u64(_ARG_WORKSPACE, ws)
+                params.set_u64(_ARG_COUNTERS, counters)
+            driver.launch(self.function, self.grid, GENERAL_THREADS, self.smem_bytes, stream_ptr,
+                          params.pointers)
 
 
-LAUNCHERS = {"sm90_fp8_gemm_general": launch_general}
+class current_device:
+    """Make ``device`` current (its primary context bound to this thread) for a launch, and put
+    the caller's device back afterwards if it differed."""
+
+    __slots__ = ("device", "previous")
+
+    def __init__(self, device: int):
+        self.device = device
+        self.previous = None
+
+    def __enter__(self):
+        import cupy
+
+        cur = cupy.cuda.runtime.getDevice()
+        if cur != self.device:
+            self.previous = cur
+            cupy.cuda.runtime.setDevice(self.device)
+        elif not driver.has_context():
+            cupy.cuda.runtime.setDevice(self.device)    # binds the primary context
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            import cupy
+
+            cupy.cuda.runtime.setDevice(self.previous)
+        return False
+
+
+def plan(p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+    return PLANNERS[cand.variant](p, cand, smem_bytes, ldc, out_aligned)
+
+
+PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan}

@@ -35,15 +35,6 @@ def stream_for_framework(framework: str):
     return _torch_stream if framework == TORCH else _cupy_stream
 
 
-class StreamRef:
-    """What CuPy's launcher needs of a stream: its pointer."""
-
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr: int):
-        self.ptr = ptr
-
-
 def allocate(framework: str, shape: tuple, dtype: str, device: int):
     """(array to return, pointer to write) in the caller's framework."""
     if framework == TORCH:

@@ -1,8 +1,7 @@
-"""TMA tensor maps: cuTensorMapEncodeTiled called through ctypes on the driver library.
+"""TMA tensor maps: cuTensorMapEncodeTiled through ctypes (fp8gemm/driver.py).
 
-No extra dependency: libcuda is present wherever a driver is. Maps are cached per (address,
-shape, stride, box); a map only encodes those values, so a cached map stays valid for any array
-later allocated at the same address with the same geometry.
+Maps are cached per (address, shape, stride, box); a map only encodes those values, so a cached
+map stays valid for any array later allocated at the same address with the same geometry.
 """
 from __future__ import annotations
 
@@ -10,6 +9,8 @@ import ctypes
 import threading
 
 import numpy as np
+
+from . import driver
 
 # CUtensorMap enums (cuda.h)
 DTYPE_UINT8 = 0
@@ -21,24 +22,9 @@ SWIZZLE_128B = 3
 L2_PROMOTION_256B = 3
 OOB_FILL_ZERO = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
 
-_lib = None
 _cache = {}
 _lock = threading.Lock()
 DESCRIPTOR = np.dtype((np.void, 128))
-
-
-def _driver():
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuTensorMapEncodeTiled
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
-                       ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        _lib = lib
-    return _lib
 
 
 ZERO_DESCRIPTOR = np.zeros(1, dtype=DESCRIPTOR)[0]   # stands in for an unused tensor-map argument
@@ -64,7 +50,7 @@ def encode_2d(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int, bo
     strides = (ctypes.c_uint64 * 1)(row_stride)
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     elem = (ctypes.c_uint32 * 2)(1, 1)
-    rc = _driver().cuTensorMapEncodeTiled(buf.ctypes.data, _DTYPE_BY_SIZE[elem_bytes], 2, ptr, dims, strides, box,
+    rc = driver.lib().cuTensorMapEncodeTiled(buf.ctypes.data, _DTYPE_BY_SIZE[elem_bytes], 2, ptr, dims, strides, box,
                                           elem, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
                                           OOB_FILL_ZERO)
     if rc != 0:

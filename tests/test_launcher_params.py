@@ -1,0 +1,65 @@
+"""CPU: the prebuilt kernel-argument block (slots, alignment, per-call updates) and the plan
+cache's input signatures."""
+import ctypes
+import struct
+
+import numpy as np
+
+from fp8gemm import api
+from fp8gemm.launcher import KernelParams
+
+
+def read(ptr, size):
+    return ctypes.string_at(ptr, size)
+
+
+def test_slots_and_updates():
+    desc = np.frombuffer(bytes(range(128)), dtype=np.dtype((np.void, 128)))[0]
+    params = KernelParams([("desc", desc), ("u64", 0xDEADBEEF00), ("i64", -5), ("u32", 7),
+                           ("desc", desc), ("u64", 1)])
+    offs = params.offsets
+    assert offs[0] == 0 and offs[1] == 128 and offs[2] == 136 and offs[3] == 144
+    assert offs[4] % 64 == 0 and offs[4] >= 152 and offs[5] == offs[4] + 128
+    ptrs = params.pointers
+    assert len(ptrs) == 6
+    assert [p - ctypes.addressof(params.buffer) for p in ptrs] == list(offs)
+    assert read(ptrs[0], 128) == bytes(range(128))
+    assert struct.unpack("<Q", read(ptrs[1], 8))[0] == 0xDEADBEEF00
+    assert struct.unpack("<q", read(ptrs[2], 8))[0] == -5
+    assert struct.unpack("<I", read(ptrs[3], 4))[0] == 7
+    other = np.frombuffer(bytes([9] * 128), dtype=np.dtype((np.void, 128)))[0]
+    params.set_u64(5, 12345)
+    params.set_desc(4, other)
+    assert struct.unpack("<Q", read(ptrs[5], 8))[0] == 12345
+    assert read(ptrs[4], 128) == bytes([9] * 128)
+    assert read(ptrs[0], 128) == bytes(range(128))          # neighbours untouched
+    assert struct.unpack("<I", read(ptrs[3], 4))[0] == 7
+
+
+class FakeCupy:
+    __module__ = "cupy._core.core"
+
+    class _D:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    class _Dev:
+        id = 0
+
+    def __init__(self, ptr, shape, strides, dtype):
+        self.data, self.shape, self.strides = self._D(ptr), shape, strides
+        self.dtype, self.device = np.dtype(dtype), self._Dev()
+
+
+def test_plan_keys_tell_arrays_apart():
+    a = FakeCupy(1 << 20, (4, 256), (256, 1), np.uint8)
+    b = FakeCupy(2 << 20, (128, 256), (256, 1), np.uint8)
+    sa = FakeCupy(3 << 20, (4, 2), (8, 4), np.float32)
+    sb = FakeCupy(4 << 20, (1, 2), (8, 4), np.float32)
+    k1 = api._plan_key("cupy", None, a, b, sa, sb)
+    assert k1 == api._plan_key("cupy", None, a, b, sa, sb)
+    sa_t = FakeCupy(3 << 20, (4, 2), (4, 16), np.float32)          # same pointer, other strides
+    assert api._plan_key("cupy", None, a, b, sa_t, sb) != k1
+    assert api._plan_key("cupy", "float32", a, b, sa, sb) != k1
+    assert api._plan_key("cupy", None, a, b, sa, object()) is None   # not CuPy/torch: no cache
+    assert api._plan_key("cupy", [1], a, b, sa, sb) is None          # unhashable out_dtype
