@@ -308,3 +308,50 @@ def test_swap_ab_poisoned_output_and_scale_layouts():
     check(view, case)
     border = outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)
     assert bool(cupy.isnan(border).all()), "a write landed outside the output view"
+
+
+def test_plan_cache_sees_new_data_in_the_same_buffers():
+    """A repeated call takes the cached plan; it must read the buffers' current contents."""
+    import cupy
+    first = random_case(48, 1536, 1024, seed=41)
+    second = random_case(48, 1536, 1024, seed=42)
+    a, b = first.a.copy(), first.b.copy()
+    sa, sb = first.a_scale.copy(), first.b_scale.copy()
+    out1 = fp8gemm.matmul(a, b, sa, sb)
+    check(out1, first)
+    a[...], b[...], sa[...], sb[...] = second.a, second.b, second.a_scale, second.b_scale
+    out2 = fp8gemm.matmul(a, b, sa, sb)
+    check(out2, second)
+    out3 = fp8gemm.matmul(a, b, sa, sb, out_dtype="float32")     # another key: another plan
+    check(out3, second, "float32")
+    assert out2.data.ptr != out3.data.ptr and bool(cupy.isfinite(to_cupy_f64(out1)).all())
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (300, 1536, 1024)], ids=lambda v: str(v))
+def test_torch_cuda_graph_capture_and_replay(m, n, k):
+    """Captured once (after a warm-up on the capture stream), replayed with new data."""
+    import torch
+    first, second = random_case(m, n, k, seed=51), random_case(m, n, k, seed=52)
+
+    def as_torch(case):
+        return (torch.from_dlpack(case.a).view(torch.float8_e4m3fn).clone(),
+                torch.from_dlpack(case.b).view(torch.float8_e4m3fn).clone(),
+                torch.from_dlpack(case.a_scale).clone(), torch.from_dlpack(case.b_scale).clone())
+
+    bufs = as_torch(first)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fp8gemm.matmul(*bufs)                     # compile, plan, split-K workspace
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = fp8gemm.matmul(*bufs)
+    graph.replay()
+    torch.cuda.synchronize()
+    check(out, first)
+    for dst, src in zip(bufs, as_torch(second)):
+        dst.copy_(src)
+    graph.replay()
+    torch.cuda.synchronize()
+    check(out, second)
