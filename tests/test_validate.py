@@ -104,6 +104,13 @@ BAD = [
     (dict(out=T("out", "float32", (64, 256), strides=(100, 1))), ValueError, "rows overlap"),
     (dict(out=T("out", "float32", (64, 256), device=1)), ValueError, "out is on GPU 1"),
     (dict(out_dtype="int8"), ValueError, "out_dtype must be one of"),
+    (dict(out_dtype="float8_e4m3fn"), ValueError, "out_dtype must be one of"),
+    (dict(a=T("a", "uint8", ())), ValueError, "a must have shape"),
+    (dict(b=T("b", "uint8", (512,))), ValueError, "b must have shape"),
+    (dict(a=T("a", "uint8", (64, 0)), b=T("b", "uint8", (256, 0)), sa=T("a_scale", "float32", (64, 0)),
+          sb=T("b_scale", "float32", (2, 0))), ValueError, "K must be a positive multiple of 16"),
+    (dict(sa=T("a_scale", "float64", (64, 4))), TypeError, "a_scale must be float32"),
+    (dict(sa=T("a_scale", "float32", (64, 4), device=None)), ValueError, "a_scale is on the CPU"),
 ]
 
 
