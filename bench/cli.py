@@ -188,7 +188,6 @@ def measure_ceilings(flush, iters: int) -> dict:
     copy(), mm()
     torch.cuda.synchronize()
     t = time_calls({"copy": copy, "mm": mm}, flush, iters)
-    del src, dst, a, b
     return {"copy_bandwidth_bytes_per_s": 2 * nbytes / (t["copy"] * 1e-6),
             "fp8_dense_peak_flops": 2.0 * s ** 3 / (t["mm"] * 1e-6),
             "copy_us": t["copy"], "fp8_8192_cubed_us": t["mm"]}

@@ -9,9 +9,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+from fp8gemm.dispatch.selector import OUT_BYTES
+
 from .peers import PEERS
 
-OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 M_BANDS = (("M<=64", 0, 64), ("64<M<=256", 65, 256), ("256<M<1024", 257, 1023), ("M>=1024", 1024, 1 << 62))
 FIXED_COST_US = 2.0   # every kernel's launch-to-finish floor on the H200 (DESIGN.md)
 

@@ -12,10 +12,10 @@ import struct
 import threading
 
 from . import compiler, driver, tma
+from .dispatch.selector import OUT_BYTES
 from .validate import GemmProblem
 
 OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
-OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 STORE_CHUNK_BYTES = 128        # one 128B-swizzle chunk of output columns per TMA store box
 GENERAL_BLOCK_M = 128
 GENERAL_THREADS = 384

@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from . import dlpack
-from .intake import CUPY, JAX, TORCH
+from .intake import JAX, TORCH
 
 _NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
               "float32": np.dtype(np.float32)}

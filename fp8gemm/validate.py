@@ -146,7 +146,7 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
 
     # ---- shapes
     if a.ndim < 1:
-        raise ValueError(f"a must have shape [..., K]; got a scalar")
+        raise ValueError("a must have shape [..., K]; got a scalar")
     if b.ndim != 2:
         raise ValueError(f"b must have shape [N, K]; got shape {b.shape}")
     k = a.shape[-1]
