@@ -49,8 +49,12 @@ constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 // Named barrier ids (0 is __syncthreads).
 enum Barrier : uint32_t { kConsumerBarrier = 1, kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
+// NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread: 65536 / 384
+// rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others' .dec have freed enough,
+// so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md v7).
+constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
-                  <= 65536, "register file overcommitted");
+                  <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 }  // namespace general
 

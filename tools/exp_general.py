@@ -1,0 +1,91 @@
+"""Ablations of the general kernel at large M (issue 4): device time (CUPTI, L2 cold, median of
+10) of the kernel as committed and of variants with one stage removed or changed by a source edit,
+to find the limiter. Results are only for timing: the ablated variants compute wrong values.
+Usage: PYTHONPATH=. python tools/exp_general.py [--quick]"""
+import sys
+
+import torch
+
+from fp8gemm import api, compiler, output
+from fp8gemm.dispatch import smem_bytes_of
+from fp8gemm.intake import intake
+from fp8gemm.launcher import plan
+from fp8gemm.validate import validate_gemm
+from fp8gemm.bench.timing import L2Flush, time_calls
+from fp8gemm.dispatch import Candidate
+from fp8gemm.testing import random_case
+
+GEN = "sm90_fp8_gemm_general"
+PROMOTE = "total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);"
+MMA = "Mma::mma(desc_a + step, desc_b + step, accum, k > k0 ? 1u : 0u);"
+STAGGER = ("setmaxnreg_inc<kConsumerRegs>();",
+           "setmaxnreg_inc<kConsumerRegs>(); if (warpgroup_idx == 2) { const long long t0 = clock64(); "
+           "while (clock64() - t0 < 400) { } }")
+HALF = ("for (int i = 0; i < Mma::kNumAccum; ++i) {\n                        if constexpr (kSwapAB)",
+        "for (int i = 0; i < Mma::kNumAccum / 2; ++i) {\n                        if constexpr (kSwapAB)")
+EXPERIMENTS = {
+    # name: (source edits, candidate overrides)
+    "base": ({}, {}),
+    "no_promote": ({PROMOTE: ";"}, {}),
+    "no_mma": ({MMA: ";"}, {}),
+    "no_mma_no_promote": ({MMA: ";", PROMOTE: ";"}, {}),
+    "fadd": ({PROMOTE: "total[i] += accum[i];"}, {}),
+    "half_promote": (dict([HALF]), {}),
+    "stagger": (dict([STAGGER]), {}),
+    "stages4": ({}, {"stages": 4}),
+    "group1": ({}, {"group_m": 1}),
+    "group16": ({}, {"group_m": 16}),
+    "bn64": ({}, {"block_n": 64}),
+}
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (2048, 7168, 2048)]
+
+_orig_flatten = compiler.flatten
+
+
+def patched(edits):
+    def flatten(variant):
+        src = _orig_flatten(variant)
+        for old, new in edits.items():
+            assert old in src, old
+            src = src.replace(old, new)
+        return src
+    return flatten
+
+
+def main():
+    shapes = SHAPES[:2] if "--quick" in sys.argv else SHAPES
+    flush = L2Flush()
+    rows = []
+    for m, n, k in shapes:
+        case = random_case(m, n, k, seed=1)
+        a = torch.from_dlpack(case.a).view(torch.float8_e4m3fn)
+        b = torch.from_dlpack(case.b).view(torch.float8_e4m3fn)
+        sa, sb = torch.from_dlpack(case.a_scale), torch.from_dlpack(case.b_scale)
+        fns = {}
+        for name, (edits, over) in EXPERIMENTS.items():
+            compiler.flatten = patched(edits)
+            compiler._kernels.clear()
+            api._plans.clear()
+            cand = Candidate(GEN, **{"block_n": 128, "stages": 6, "group_m": 8, **over})
+            # Plan (and compile) this variant once, then time only its launches.
+            sf = output.stream_for_framework("torch")
+            arrays = ((a, "a"), (b, "b"), (sa, "a_scale"), (sb, "b_scale"))
+            prob = validate_gemm(*(intake(x, nm, sf) for x, nm in arrays), None, None)
+            runner = plan(prob, cand, smem_bytes_of(cand, prob.out_dtype), n, True)
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            fns[name] = (lambda r=runner, o=out: r.run(o.data_ptr(), torch.cuda.current_stream().cuda_stream))
+        compiler.flatten = _orig_flatten
+        torch.cuda.synchronize()
+        t = time_calls(fns, flush, 10)
+        for name, us in t.items():
+            tf = 2.0 * m * n * k / us / 1e6
+            rows.append((m, n, k, name, us, tf))
+            print(f"{m:6} {n:6} {k:6} {name:18} {us:9.2f} us {tf:7.1f} TFLOP/s", flush=True)
+    print("\nM N K | " + " | ".join(EXPERIMENTS))
+    for m, n, k in shapes:
+        vals = {r[3]: r[4] for r in rows if r[:3] == (m, n, k)}
+        print(f"{m} {n} {k} | " + " | ".join(f"{vals[e]:.1f}" for e in EXPERIMENTS))
+
+
+if __name__ == "__main__":
+    main()
