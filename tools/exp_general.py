@@ -1,7 +1,7 @@
 """Ablations of the general kernel at large M (issue 4): device time (CUPTI, L2 cold, median of
 10) of the kernel as committed and of variants with one stage removed or changed by a source edit,
 to find the limiter. Results are only for timing: the ablated variants compute wrong values.
-Usage: PYTHONPATH=. python tools/exp_general.py [--quick]"""
+Usage: PYTHONPATH=. python tools/exp_general.py [--quick] [--only NAME,NAME...]"""
 import sys
 
 import torch
@@ -54,6 +54,11 @@ def patched(edits):
 
 def main():
     shapes = SHAPES[:2] if "--quick" in sys.argv else SHAPES
+    if "--only" in sys.argv:
+        keep = sys.argv[sys.argv.index("--only") + 1].split(",")
+        for name in list(EXPERIMENTS):
+            if name not in keep:
+                del EXPERIMENTS[name]
     flush = L2Flush()
     rows = []
     for m, n, k in shapes:
