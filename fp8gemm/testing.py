@@ -29,6 +29,15 @@ class Case:
         """float64 C = (A * As) @ (B * Bs)^T."""
         return reference.matmul(self.a, self.b, self.a_scale, self.b_scale, xp=xp)
 
+    def as_torch(self):
+        """(a, b, a_scale, b_scale) as torch tensors sharing this case's GPU memory, A and B
+        viewed as torch.float8_e4m3fn (for the device-side tools and peers)."""
+        import torch
+
+        fp8 = torch.float8_e4m3fn
+        return (torch.from_dlpack(self.a).view(fp8), torch.from_dlpack(self.b).view(fp8),
+                torch.from_dlpack(self.a_scale), torch.from_dlpack(self.b_scale))
+
 
 def random_case(m, n, k, seed=0, xp=None, dyadic=False) -> Case:
     """Random operands; ``xp`` is cupy (default) or numpy.

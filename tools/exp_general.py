@@ -63,9 +63,7 @@ def main():
     rows = []
     for m, n, k in shapes:
         case = random_case(m, n, k, seed=1)
-        a = torch.from_dlpack(case.a).view(torch.float8_e4m3fn)
-        b = torch.from_dlpack(case.b).view(torch.float8_e4m3fn)
-        sa, sb = torch.from_dlpack(case.a_scale), torch.from_dlpack(case.b_scale)
+        a, b, sa, sb = case.as_torch()
         fns = {}
         for name, (edits, over) in EXPERIMENTS.items():
             compiler.flatten = patched(edits)

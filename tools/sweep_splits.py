@@ -16,9 +16,7 @@ SHAPES = [(1, 512, 4096), (32, 512, 4096), (1, 1536, 4096), (64, 1536, 4096), (1
 flush = L2Flush()
 for m, n, k in SHAPES:
     case = random_case(m, n, k, seed=1)
-    a = torch.from_dlpack(case.a).view(torch.float8_e4m3fn)
-    b = torch.from_dlpack(case.b).view(torch.float8_e4m3fn)
-    sa, sb = torch.from_dlpack(case.a_scale), torch.from_dlpack(case.b_scale)
+    a, b, sa, sb = case.as_torch()
     fns = {}
     for swap, bn, splits in itertools.product((False, True), (8, 16, 32, 64, 128), (1, 2, 3, 4, 6, 8, 16)):
         cand = Candidate("sm90_fp8_gemm_general", bn, 5, 8, splits, swap)
