@@ -31,7 +31,7 @@ class Case:
 
     def as_torch(self):
         """(a, b, a_scale, b_scale) as torch tensors sharing this case's GPU memory, A and B
-        viewed as torch.float8_e4m3fn (for the device-side tools and peers)."""
+        viewed as torch.float8_e4m3fn (for the device-side tools in tools/)."""
         import torch
 
         fp8 = torch.float8_e4m3fn
