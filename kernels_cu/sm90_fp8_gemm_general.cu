@@ -171,6 +171,63 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
 
+            if constexpr (!kSwapAB) {
+                // Lean loop for the tile rows = tokens case (every M > 64): the K loop is issue-bound
+                // at large M, so per K block it runs 4 wgmma, 3 scale loads, 2 FMUL and the
+                // promotion FFMAs, and little else. Scale pointers advance by one K block per
+                // iteration and the next block's scales are loaded one iteration ahead; descriptors
+                // move by 32-bit adds (bench/NOTES.md v8).
+                const float* pa0 = sa_row0 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
+                const float* pa1 = sa_row1 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
+                const float* pb = sb_row + static_cast<int64_t>(w.kb_begin) * sb_stride_k;
+                float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
+                const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
+                const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+                // NOTES: unrolled by 2 so that the prefetched scales land in alternating registers;
+                // rolled, ptxas copied the fresh load into the loop-carried register at the end of the
+                // same iteration and stalled there on its latency (ncu: 25% of the loop's samples).
+#pragma unroll 2
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    // Next block's scales (the last iteration re-reads its own: always in bounds).
+                    const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                    pa0 += step * sa_stride_k;
+                    pa1 += step * sa_stride_k;
+                    pb += step * sb_stride_k;
+                    const float na0 = *pa0, na1 = *pa1, nb0 = *pb;
+                    // NOTES: the shuffle tells ptxas the stage is warp-uniform, so the descriptors
+                    // are built in uniform registers (no R2UR per wgmma operand).
+                    const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
+                    mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                    const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
+                    const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
+                    constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
+                    constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
+                    const float s0 = a0 * b0, s1 = a1 * b0;
+#pragma unroll
+                    for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
+                        wgmma_fence_operands(accum);
+                        wgmma_fence();
+#pragma unroll
+                        for (uint32_t k = k0; k < k0 + kMmasPerGroup; ++k) {
+                            const uint32_t kstep = (k * kWgmmaKFp8) >> 4;
+                            Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), accum,
+                                     k > k0 ? 1u : 0u);
+                        }
+                        wgmma_commit_group();
+                        wgmma_wait<0>();
+                        wgmma_fence_operands(accum);
+                        if (k0 + kMmasPerGroup == kMmasPerBlock) {
+                            __syncwarp();
+                            if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+                        }
+#pragma unroll
+                        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
+                    }
+                    a0 = na0;
+                    a1 = na1;
+                    b0 = nb0;
+                }
+            } else
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 // Scale loads first: their latency hides under the wait and the wgmma.
                 const float sb = sb_row[kb * sb_stride_k];

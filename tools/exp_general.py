@@ -22,6 +22,9 @@ STAGGER = ("setmaxnreg_inc<kConsumerRegs>();",
            "while (clock64() - t0 < 400) { } }")
 HALF = ("for (int i = 0; i < Mma::kNumAccum; ++i) {\n                        if constexpr (kSwapAB)",
         "for (int i = 0; i < Mma::kNumAccum / 2; ++i) {\n                        if constexpr (kSwapAB)")
+# The generic loop the lean one replaced (bench/NOTES.md v8).
+OLD_LOOP = {"            if constexpr (!kSwapAB) {\n                // Lean loop": "            if constexpr (false) {\n                // Lean loop"}
+ROLLED = {"#pragma unroll 2\n                for (uint32_t kb = w.kb_begin;": "#pragma unroll 1\n                for (uint32_t kb = w.kb_begin;"}
 EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
@@ -35,6 +38,9 @@ EXPERIMENTS = {
     "group1": ({}, {"group_m": 1}),
     "group16": ({}, {"group_m": 16}),
     "bn64": ({}, {"block_n": 64}),
+    "old_loop": (OLD_LOOP, {}),
+    "rolled": (ROLLED, {}),
+    "old_loop_no_promote": ({**OLD_LOOP, PROMOTE: ";"}, {}),
 }
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (2048, 7168, 2048)]
 
@@ -78,6 +84,14 @@ def main():
         compiler.flatten = _orig_flatten
         torch.cuda.synchronize()
         t = time_calls(fns, flush, 10)
+        outs = {}
+        for name, fn in fns.items():                 # agreement with the committed kernel
+            fn()
+            torch.cuda.synchronize()
+            outs[name] = fn.__defaults__[1].float()
+        for name in fns:
+            d = (outs[name] - outs["base"]).norm() / outs["base"].norm() if "base" in outs else float("nan")
+            print(f"{m:6} {n:6} {k:6} {name:18} rel. diff from base {float(d):.2e}", flush=True)
         for name, us in t.items():
             tf = 2.0 * m * n * k / us / 1e6
             rows.append((m, n, k, name, us, tf))

@@ -51,4 +51,17 @@ __device__ __forceinline__ uint64_t make_smem_desc_k128b(const void* smem_ptr) {
     return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+/// The same descriptor split in its two 32-bit halves: the low half (start address and leading
+/// byte offset) is the only one that moves between stages and K steps, and the start-address field
+/// never carries into bit 14 inside the 228 KB of shared memory, so a step is one 32-bit add.
+/// NOTES: building the descriptor in 64-bit arithmetic per wgmma cost ~40 integer instructions per
+/// K block in the general kernel's loop (bench/NOTES.md v8).
+__device__ __forceinline__ uint32_t smem_desc_k128b_lo(const void* smem_ptr) {
+    return ((smem_addr(smem_ptr) & 0x3FFFFu) >> 4) | (1u << 16);
+}
+constexpr uint32_t kSmemDescK128bHi = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint64_t smem_desc_from_lo(uint32_t lo) {
+    return (static_cast<uint64_t>(kSmemDescK128bHi) << 32) | lo;
+}
+
 }  // namespace fp8gemm
