@@ -171,7 +171,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
 
-            if constexpr (!kSwapAB) {
+            if (!kSwapAB && w.kb_begin == w.kb_end) {
+                // An empty K split (splits > K blocks): its partial is zero; touch no scale.
+            } else if constexpr (!kSwapAB) {
                 // Lean loop for the tile rows = tokens case (every M > 64): the K loop is issue-bound
                 // at large M, so per K block it runs 4 wgmma, 3 scale loads, 2 FMUL and the
                 // promotion FFMAs, and little else. Scale pointers advance by one K block per
@@ -183,6 +185,71 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+                constexpr bool kDoubleAccum = !kFinePromotion;   // fine promotion: 4 groups per block
+                if constexpr (kDoubleAccum) {
+                    // Two accumulators in turn: block kb's wgmma run into one while the other's
+                    // block kb-1 is promoted; nothing is in flight across the loop's back edge.
+                    float acc2[Mma::kNumAccum];
+                    float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f;   // raw scales of the pending block
+                    const auto issue = [&](float (&acc)[Mma::kNumAccum]) {
+                        const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
+                        mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                        const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
+                        const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
+                        wgmma_fence_operands(acc);
+                        wgmma_fence();
+#pragma unroll
+                        for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k) {
+                            const uint32_t kstep = (k * kWgmmaKFp8) >> 4;
+                            Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);
+                        }
+                        wgmma_commit_group();
+                        return stage;
+                    };
+                    const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {
+                        wgmma_wait<0>();
+                        wgmma_fence_operands(acc);
+                        __syncwarp();
+                        if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+                        ++pipe;
+                    };
+                    const auto promote = [&](float (&acc)[Mma::kNumAccum]) {
+                        const float t0 = pa0v * pbv, t1 = pa1v * pbv;
+#pragma unroll
+                        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += acc[i] * (((i >> 1) & 1) ? t1 : t0);
+                    };
+                    // Load block kb's raw scales into the pending registers (after promote used them).
+                    const auto take_scales = [&](uint32_t kb) {
+                        pa0v = a0; pa1v = a1; pbv = b0;
+                        const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                        pa0 += step * sa_stride_k;
+                        pa1 += step * sa_stride_k;
+                        pb += step * sb_stride_k;
+                        a0 = *pa0; a1 = *pa1; b0 = *pb;
+                    };
+                    uint32_t kb = w.kb_begin;
+                    finish(accum, issue(accum));
+                    take_scales(kb);
+                    ++kb;
+                    while (true) {
+                        if (kb == w.kb_end) { promote(accum); break; }
+                        {
+                            const uint32_t st = issue(acc2);
+                            promote(accum);
+                            take_scales(kb);
+                            finish(acc2, st);
+                        }
+                        ++kb;
+                        if (kb == w.kb_end) { promote(acc2); break; }
+                        {
+                            const uint32_t st = issue(accum);
+                            promote(acc2);
+                            take_scales(kb);
+                            finish(accum, st);
+                        }
+                        ++kb;
+                    }
+                } else {
                 // NOTES: unrolled by 2 so that the prefetched scales land in alternating registers;
                 // rolled, ptxas copied the fresh load into the loop-carried register at the end of the
                 // same iteration and stalled there on its latency (ncu: 25% of the loop's samples).
@@ -226,6 +293,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     a0 = na0;
                     a1 = na1;
                     b0 = nb0;
+                }
                 }
             } else
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {

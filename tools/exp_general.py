@@ -25,10 +25,11 @@ HALF = ("for (int i = 0; i < Mma::kNumAccum; ++i) {\n                        if 
 # The generic loop the lean one replaced (bench/NOTES.md v8).
 OLD_LOOP = {"            if constexpr (!kSwapAB) {\n                // Lean loop": "            if constexpr (false) {\n                // Lean loop"}
 ROLLED = {"#pragma unroll 2\n                for (uint32_t kb = w.kb_begin;": "#pragma unroll 1\n                for (uint32_t kb = w.kb_begin;"}
+SINGLE = {"constexpr bool kDoubleAccum = !kFinePromotion;": "constexpr bool kDoubleAccum = false;"}
 EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
-    "no_promote": ({PROMOTE: ";"}, {}),
+    "no_promote": ({PROMOTE: ";", **SINGLE}, {}),
     "no_mma": ({MMA: ";"}, {}),
     "no_mma_no_promote": ({MMA: ";", PROMOTE: ";"}, {}),
     "fadd": ({PROMOTE: "total[i] += accum[i];"}, {}),
@@ -40,6 +41,8 @@ EXPERIMENTS = {
     "bn64": ({}, {"block_n": 64}),
     "old_loop": (OLD_LOOP, {}),
     "rolled": (ROLLED, {}),
+    "single": (SINGLE, {}),
+    "stages5": ({}, {"stages": 5}),
     "old_loop_no_promote": ({**OLD_LOOP, PROMOTE: ";"}, {}),
 }
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (2048, 7168, 2048)]
