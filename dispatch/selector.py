@@ -3,7 +3,8 @@
 A ``Candidate`` names a variant (the kernel file stem in kernels_cu/, which is also the compile
 cache key, the bench CSV row and the test id) and its compile-time meta-parameters. Each variant
 has ``is_valid(desc, cand)`` and ``smem_bytes(cand)``; ``select`` returns the table's entry for the
-nearest tuned M of the same (N, K) when one exists and is valid, else the fallback's choice.
+nearest tuned M of the same (N, K) when one lies within a factor of 2 of M and is valid, else the
+fallback's choice. The table comes from ``fp8gemm-tune`` (bench/tune.py).
 
 Set FP8GEMM_PRINT_CONFIG=1 to print each new decision once.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 MAX_SMEM_PER_BLOCK = 232448   # mirrors fp8gemm/hw.py (kept import-free of the package)
@@ -212,9 +213,11 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200
         raise ValueError(f"unknown variant {force_variant!r}; known: {', '.join(VARIANTS)}")
     rows = load_table(gpu).get((n, k), [])
     if rows:
-        _, cand = min(rows, key=lambda r: (abs(r[0] - m), r[0]))
-        if is_valid(desc, cand) and force_variant in (None, cand.variant):
-            return _report(desc, cand)
+        tuned_m, cand = min(rows, key=lambda r: (abs(r[0] - m), r[0]))
+        # NOTES: only near its tuned M: an entry tuned at M=4096 says nothing about M=1 (swap-AB).
+        if (tuned_m <= 2 * m and m <= 2 * tuned_m and is_valid(desc, cand)
+                and force_variant in (None, cand.variant)):
+            return _report(desc, replace(cand, reason=f"{cand.reason}, tuned at M={tuned_m}"))
     cand = general_fallback(desc, num_sms)
     return _report(desc, cand)
 

@@ -62,6 +62,12 @@ def test_table_nearest_m(tmp_path, monkeypatch):
         assert sel.select(600, 1536, 4096, gpu="testgpu").stages == 4
         assert sel.select(600, 1536, 4096, gpu="testgpu").reason.startswith("table")
         assert sel.select(600, 1536, 1024, gpu="testgpu").reason.startswith("fallback")
+        # only within a factor of 2 of a tuned M: far from every tuned M the fallback decides
+        assert sel.select(2048, 1536, 4096, gpu="testgpu").reason.startswith("table")
+        assert sel.select(2049, 1536, 4096, gpu="testgpu").reason.startswith("fallback")
+        assert sel.select(32, 1536, 4096, gpu="testgpu").reason.startswith("table")
+        assert sel.select(31, 1536, 4096, gpu="testgpu").reason.startswith("fallback")
+        assert "tuned at M=1024" in sel.select(600, 1536, 4096, gpu="testgpu").reason
     finally:
         sel.load_table.cache_clear()
         sel.select.cache_clear()

@@ -1,0 +1,275 @@
+"""fp8gemm-tune: time each shape's kernel candidates on the GPU and write the dispatch table.
+
+    fp8gemm-tune                                    # the built-in trace -> dispatch/h200.json
+    fp8gemm-tune --m 1,64,4096 --n 4096 --k 4096    # a product of M, N, K values
+    fp8gemm-tune --budget-minutes 10                # stop starting shapes after 10 minutes
+    fp8gemm-tune --state tune-state.json            # resumable: finished shapes are not redone
+
+Per shape: the candidates are the shape-based fallback's own choice plus a neighbourhood of it
+(orientation, block_n, K splits, stages, raster group), ranked by the fallback's time model and
+cut to --max-candidates. All are timed in one profiler session (L2 cold, CUPTI device time, median
+of --iters; see timing.py); the fastest is run once more and checked against the float64
+reference, and only a correct winner enters the table. Each entry records the winner's time and
+the fallback's time in the same run, so the table shows what tuning bought.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.dispatch import selector as sel
+
+from .cli import OURS_TOL, _int_list, read_shapes, trace_path
+
+STATE_VERSION = 1
+ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab")
+
+
+# ---- the search space (CPU) ---------------------------------------------------------------------
+
+def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 16) -> list:
+    """The fallback's choice first, then valid neighbours in order of the time model's estimate,
+    at most ``limit`` in all (the fallback is always kept)."""
+    fallback = sel.general_fallback(desc, num_sms)
+    k_blocks = -(-desc.k // sel.GENERAL_BLOCK_K)
+    tilings = []   # (model us, swap_ab, block_n, splits)
+    orientations = [False] + ([True] if desc.m <= 2 * sel.SWAP_MAX_M else [])
+    for swap in orientations:
+        rows, cols = (desc.n, desc.m) if swap else (desc.m, desc.n)
+        for block_n in (sel.SWAP_BLOCK_NS if swap else sel.GENERAL_BLOCK_NS):
+            if block_n > max(16, 2 * cols) and block_n != 128:
+                continue                     # tiles far wider than the matrix: pure padding
+            tiles = -(-rows // sel.GENERAL_BLOCK_M) * -(-cols // block_n)
+            max_splits = max(sel._general_splits(tiles, k_blocks, num_sms), 1)
+            for splits in sorted({1, 2, 3, 4, 6, 8, 12, 16}):
+                if splits > max_splits:
+                    continue
+                cost = sel.general_cost(rows, cols, desc.k, block_n, splits, num_sms)
+                tilings.append((cost, swap, block_n, splits))
+    tilings.sort(key=lambda t: t[0])
+    out, seen = [fallback], {fallback.key()}
+
+    def add(c: Candidate):
+        if c.key() not in seen and is_valid(desc, c) and len(out) < limit:
+            seen.add(c.key())
+            out.append(c)
+
+    for i, (_, swap, block_n, splits) in enumerate(tilings):
+        stages = sel._stages(block_n, desc.out_dtype, swap)
+        add(Candidate(sel.GENERAL, block_n, stages, 8, splits, swap))
+        if i < 2:                            # the two best tilings: pipeline depth and raster group
+            tiles = -(-(desc.n if swap else desc.m) // sel.GENERAL_BLOCK_M)
+            if stages > 4:
+                add(Candidate(sel.GENERAL, block_n, 4, 8, splits, swap))
+            if tiles > 8:
+                add(Candidate(sel.GENERAL, block_n, stages, 16, splits, swap))
+                add(Candidate(sel.GENERAL, block_n, stages, 1, splits, swap))
+    return out
+
+
+# ---- the tuning loop (CPU logic; the GPU enters through time_fn and check_fn) -----------------
+
+def shape_key(m: int, n: int, k: int, out_dtype: str) -> str:
+    return f"{m},{n},{k},{out_dtype}"
+
+
+def load_state(path: Path | None, gpu: str) -> dict:
+    """The saved progress, or a fresh one. A state of another GPU or version is not reused."""
+    fresh = {"version": STATE_VERSION, "gpu": gpu, "results": {}}
+    if path is None or not path.exists():
+        return fresh
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"fp8gemm-tune: ignoring unreadable state {path}: {exc}", file=sys.stderr)
+        return fresh
+    if state.get("version") != STATE_VERSION or state.get("gpu") != gpu:
+        print(f"fp8gemm-tune: {path} is for {state.get('gpu')!r} (version {state.get('version')}); starting over",
+              file=sys.stderr)
+        return fresh
+    return state
+
+
+def save_json(path: Path, obj) -> None:
+    """Write atomically: a crash leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: float | None = None,
+         limit: int = 16, num_sms: int = sel.DEFAULT_NUM_SMS, save=None, clock=time.monotonic,
+         progress=None) -> dict:
+    """Tune every shape not yet in ``state["results"]``.
+
+    time_fn(desc, [Candidate]) -> {candidate key: us}; check_fn(desc, Candidate) -> relative error.
+    A shape whose fastest candidate fails the check gets the next fastest that passes; a shape
+    with none is recorded as failed (no table entry). Stops before a new shape once ``budget_s``
+    seconds have passed. ``save(state)`` runs after each shape. Returns the state."""
+    start = clock()
+    todo = [s for s in shapes if shape_key(*s, out_dtype) not in state["results"]]
+    for i, (m, n, k) in enumerate(todo):
+        if budget_s is not None and clock() - start >= budget_s:
+            state["stopped"] = f"budget of {budget_s:.0f} s spent; {len(todo) - i} shape(s) left"
+            break
+        if progress:
+            progress(i, len(todo), (m, n, k))
+        desc = GemmDesc(m, n, k, out_dtype)
+        cands = candidates(desc, num_sms, limit)
+        times = time_fn(desc, cands)
+        fallback_us = times.get(cands[0].key())
+        ranked = sorted((c for c in cands if c.key() in times), key=lambda c: times[c.key()])
+        result = {"m": m, "n": n, "k": k, "out_dtype": out_dtype, "fallback_us": fallback_us,
+                  "tried": len(cands)}
+        for c in ranked:
+            err = check_fn(desc, c)
+            if err <= OURS_TOL[out_dtype]:
+                result.update({f: getattr(c, f) for f in ENTRY_FIELDS})
+                result.update({"us": times[c.key()], "rel_err": err})
+                break
+        else:
+            result["failed"] = "no candidate passed the correctness check"
+        state["results"][shape_key(m, n, k, out_dtype)] = result
+        if save:
+            save(state)
+    else:
+        state.pop("stopped", None)
+    if progress:
+        progress(len(todo), len(todo), None)
+    return state
+
+
+def table_from_state(state: dict, meta: dict) -> dict:
+    """The dispatch table (dispatch/<gpu>.json) of every tuned shape, sorted by (N, K, M)."""
+    entries = []
+    for r in state["results"].values():
+        if "failed" in r or r.get("out_dtype", "bfloat16") != "bfloat16":
+            continue          # the table serves bf16 (and fp16: same smem); fp32 keeps the fallback
+        entries.append({"n": r["n"], "k": r["k"], "m": r["m"], **{f: r[f] for f in ENTRY_FIELDS},
+                        "us": round(r["us"], 3),
+                        "fallback_us": None if r["fallback_us"] is None else round(r["fallback_us"], 3)})
+    entries.sort(key=lambda e: (e["n"], e["k"], e["m"]))
+    return {"gpu": state["gpu"],
+            "note": "Written by fp8gemm-tune. Entries keyed by (n, k) then nearest m within a factor "
+                    "of 2; other shapes use the shape-based fallback (dispatch/selector.py). us and "
+                    "fallback_us are the winner's and the fallback's device times in the same run.",
+            "generated": meta, "entries": entries}
+
+
+# ---- the GPU side ------------------------------------------------------------------------------
+
+def _gpu_functions(iters: int, seed: int):
+    import cupy
+
+    import fp8gemm
+    from fp8gemm import reference
+    from fp8gemm.testing import as_float64, random_case
+
+    from .timing import L2Flush, time_calls
+
+    flush = L2Flush()
+    cache = {}
+
+    def case_of(desc):
+        if desc not in cache:
+            cache.clear()
+            case = random_case(desc.m, desc.n, desc.k, seed=seed + desc.m * 131 + desc.n * 7 + desc.k)
+            cache[desc] = (case, case.as_torch())
+        return cache[desc]
+
+    def time_fn(desc, cands):
+        _, (a, b, sa, sb) = case_of(desc)
+        fns = {}
+        for c in cands:
+            fns[c.key()] = (lambda c=c: fp8gemm.matmul(a, b, sa, sb, out_dtype=desc.out_dtype, config=c))
+            fns[c.key()]()                       # compile and warm up
+        cupy.cuda.Device().synchronize()
+        return time_calls(fns, flush, iters)
+
+    def check_fn(desc, c):
+        case, (a, b, sa, sb) = case_of(desc)
+        out = fp8gemm.matmul(a, b, sa, sb, out_dtype=desc.out_dtype, config=c)
+        return reference.rel_fro_error(as_float64(out), case.reference(cupy))
+
+    return time_fn, check_fn
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fp8gemm-tune", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", type=Path, help="CSV with columns M,N,K (default: the built-in trace)")
+    p.add_argument("--m", type=_int_list, help="M values (with --n and --k: their product)")
+    p.add_argument("--n", type=_int_list)
+    p.add_argument("--k", type=_int_list)
+    p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    p.add_argument("--out", type=Path, default=Path("dispatch") / "h200.json", help="table to write")
+    p.add_argument("--state", type=Path, help="progress file (default: the table path + .state.json)")
+    p.add_argument("--budget-minutes", type=float, help="start no new shape after this many minutes")
+    p.add_argument("--max-candidates", type=int, default=16)
+    p.add_argument("--iters", type=int, default=10, help="timed calls per candidate (median)")
+    p.add_argument("--gpu", default="h200", help="table name (dispatch/<gpu>.json)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def resolve(args) -> list:
+    if args.n or args.k:
+        if not (args.m and args.n and args.k):
+            raise SystemExit("fp8gemm-tune: --n and --k need --m too (their product is tuned)")
+        shapes = [(m, n, k) for n in args.n for k in args.k for m in args.m]
+    else:
+        shapes = read_shapes(args.shapes or trace_path())
+        if args.m:
+            shapes = [s for s in shapes if s[0] in set(args.m)]
+    bad = [s for s in shapes if s[0] < 1 or s[1] < 1 or s[2] < 16 or s[2] % 16]
+    if bad:
+        raise SystemExit(f"fp8gemm-tune: need M, N >= 1 and K a positive multiple of 16; bad: {bad[:5]}")
+    return list(dict.fromkeys(shapes))
+
+
+def _progress_bar(i, total, shape, t0=[None]):   # noqa: B006 (start time kept across calls)
+    t0[0] = t0[0] or time.monotonic()
+    done = int(30 * i / max(total, 1))
+    label = "done" if shape is None else "M=%d N=%d K=%d" % shape
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] {i}/{total} {time.monotonic() - t0[0]:6.0f}s {label:24}")
+    if shape is None:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    shapes = resolve(args)
+    state_path = args.state or args.out.with_name(args.out.stem + ".state.json")
+    state = load_state(state_path, args.gpu)
+    import cupy
+
+    time_fn, check_fn = _gpu_functions(args.iters, args.seed)
+    dev = cupy.cuda.Device()
+    num_sms = dev.attributes["MultiProcessorCount"]
+    budget = None if args.budget_minutes is None else 60.0 * args.budget_minutes
+    tune(shapes, args.out_dtype, time_fn, check_fn, state, budget_s=budget, limit=args.max_candidates,
+         num_sms=num_sms, save=lambda s: save_json(state_path, s), progress=_progress_bar)
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu_name": cupy.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(),
+            "iters": args.iters, "max_candidates": args.max_candidates, "num_sms": num_sms,
+            "timing": "L2-cold, CUPTI device time, median", "shapes_requested": len(shapes),
+            "stopped": state.get("stopped")}
+    table = table_from_state(state, meta)
+    save_json(args.out, table)
+    gains = [e["fallback_us"] / e["us"] for e in table["entries"] if e["fallback_us"]]
+    failed = sum(1 for r in state["results"].values() if "failed" in r)
+    print(f"fp8gemm-tune: {len(table['entries'])} entries in {args.out}; {failed} shape(s) failed the check"
+          + (f"; fallback/tuned time: median {sorted(gains)[len(gains) // 2]:.3f}, max {max(gains):.3f}"
+             if gains else "") + (f"; {state['stopped']}" if state.get("stopped") else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

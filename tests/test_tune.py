@@ -1,0 +1,127 @@
+"""fp8gemm-tune's CPU logic: the search space, the loop (resume, budget, correctness gate) and the
+table it writes, with a fake timer and checker standing in for the GPU."""
+import json
+
+import pytest
+
+from fp8gemm.bench import tune
+from fp8gemm.dispatch import GemmDesc, is_valid
+from fp8gemm.dispatch import selector as sel
+
+SHAPES = [(1, 4096, 4096), (64, 7168, 2048), (300, 1536, 256), (4096, 8192, 4096), (2, 24, 272)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_candidates_valid_unique_fallback_first(m, n, k):
+    desc = GemmDesc(m, n, k)
+    cands = tune.candidates(desc, limit=12)
+    assert cands[0] == sel.general_fallback(desc)
+    assert 1 < len(cands) <= 12
+    assert len({c.key() for c in cands}) == len(cands)
+    assert all(is_valid(desc, c) for c in cands)
+
+
+def test_candidates_explore_orientation_and_splits_for_small_m():
+    cands = tune.candidates(GemmDesc(16, 4096, 4096), limit=32)
+    assert {c.swap_ab for c in cands} == {True, False}
+    assert len({c.splits for c in cands}) > 1
+    big = tune.candidates(GemmDesc(8192, 8192, 4096), limit=32)
+    assert not any(c.swap_ab for c in big)
+    assert {c.group_m for c in big} >= {1, 8, 16} and {c.stages for c in big} >= {4}
+
+
+def fake_gpu(slow_fallback=1.5, wrong=()):
+    """Time model as the 'GPU': the fallback 1.5x slower than its estimate, one key wrong."""
+    calls = {"time": 0, "check": 0}
+
+    def time_fn(desc, cands):
+        calls["time"] += 1
+        out = {}
+        for i, c in enumerate(cands):
+            rows, cols = (desc.n, desc.m) if c.swap_ab else (desc.m, desc.n)
+            us = sel.general_cost(rows, cols, desc.k, c.block_n, c.splits, 132) + 2.0 + 0.01 * c.stages
+            out[c.key()] = us * (slow_fallback if i == 0 else 1.0)
+        return out
+
+    def check_fn(desc, c):
+        calls["check"] += 1
+        return 1.0 if c.key() in wrong else 1e-3
+
+    return time_fn, check_fn, calls
+
+
+def test_tune_picks_fastest_correct_and_records_fallback_time():
+    time_fn, check_fn, _ = fake_gpu()
+    state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune(SHAPES[:2], "bfloat16", time_fn, check_fn, state)
+    for m, n, k in SHAPES[:2]:
+        r = state["results"][tune.shape_key(m, n, k, "bfloat16")]
+        assert r["us"] < r["fallback_us"]
+        assert r["rel_err"] == 1e-3
+
+
+def test_wrong_winner_is_skipped_and_all_wrong_is_failed():
+    time_fn, _, _ = fake_gpu()
+    desc = GemmDesc(*SHAPES[3])
+    times = time_fn(desc, tune.candidates(desc))
+    best = min(times, key=times.get)
+    _, check_fn, _ = fake_gpu(wrong={best})
+    state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune([SHAPES[3]], "bfloat16", time_fn, check_fn, state)
+    r = state["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
+    assert "failed" not in r and tuple(r[f] for f in ("variant", "block_n", "stages", "group_m", "splits",
+                                                      "swap_ab")) != best
+    state2 = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune([SHAPES[3]], "bfloat16", time_fn, lambda d, c: 1.0, state2)
+    assert "failed" in state2["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
+    assert tune.table_from_state(state2, {})["entries"] == []
+
+
+def test_resume_and_budget(tmp_path):
+    path = tmp_path / "state.json"
+    time_fn, check_fn, calls = fake_gpu()
+    clock = iter(range(0, 1000, 10))       # each clock() call advances 10 s
+    state = tune.load_state(path, "h200")
+    tune.tune(SHAPES, "bfloat16", time_fn, check_fn, state, budget_s=25, clock=lambda: next(clock),
+              save=lambda s: tune.save_json(path, s))
+    done = len(state["results"])
+    assert 0 < done < len(SHAPES) and "budget" in state["stopped"]
+    resumed = tune.load_state(path, "h200")
+    assert len(resumed["results"]) == done
+    before = calls["time"]
+    tune.tune(SHAPES, "bfloat16", time_fn, check_fn, resumed)
+    assert calls["time"] - before == len(SHAPES) - done        # finished shapes are not redone
+    assert len(resumed["results"]) == len(SHAPES) and "stopped" not in resumed
+    assert tune.load_state(path, "other-gpu")["results"] == {}   # another GPU's state is not reused
+    path.write_text("{not json")
+    assert tune.load_state(path, "h200")["results"] == {}
+
+
+def test_table_round_trips_through_the_selector(tmp_path, monkeypatch):
+    time_fn, check_fn, _ = fake_gpu()
+    state = {"version": tune.STATE_VERSION, "gpu": "tuned", "results": {}}
+    tune.tune(SHAPES, "bfloat16", time_fn, check_fn, state)
+    table = tune.table_from_state(state, {"date": "now"})
+    tune.save_json(tmp_path / "tuned.json", table)
+    assert json.loads((tmp_path / "tuned.json").read_text())["generated"] == {"date": "now"}
+    monkeypatch.setattr(sel, "TABLE_DIR", tmp_path)
+    sel.load_table.cache_clear()
+    sel.select.cache_clear()
+    try:
+        for e in table["entries"]:
+            c = sel.select(e["m"], e["n"], e["k"], gpu="tuned")
+            assert (c.block_n, c.stages, c.group_m, c.splits, c.swap_ab) == (
+                e["block_n"], e["stages"], e["group_m"], e["splits"], e["swap_ab"])
+            assert "tuned at M=" in c.reason
+    finally:
+        sel.load_table.cache_clear()
+        sel.select.cache_clear()
+
+
+def test_cli_shape_resolution():
+    args = tune.build_parser().parse_args(["--m", "1,2", "--n", "512", "--k", "256"])
+    assert tune.resolve(args) == [(1, 512, 256), (2, 512, 256)]
+    with pytest.raises(SystemExit):
+        tune.resolve(tune.build_parser().parse_args(["--m", "1", "--n", "512", "--k", "100"]))
+    trace = tune.resolve(tune.build_parser().parse_args([]))
+    assert len(trace) == 264
