@@ -28,6 +28,12 @@ def lib():
             ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         cu.cuCtxGetCurrent.restype = ctypes.c_int
         cu.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        cu.cuStreamIsCapturing.restype = ctypes.c_int
+        cu.cuStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        cu.cuThreadExchangeStreamCaptureMode.restype = ctypes.c_int
+        cu.cuThreadExchangeStreamCaptureMode.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        cu.cuMemsetD32Async.restype = ctypes.c_int
+        cu.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
         cu.cuGetErrorName.restype = ctypes.c_int
         cu.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         _lib = cu
@@ -45,6 +51,47 @@ def has_context() -> bool:
     """Whether this thread has a current CUDA context (the runtime binds one lazily)."""
     ctx = ctypes.c_void_p()
     return lib().cuCtxGetCurrent(ctypes.byref(ctx)) == 0 and bool(ctx.value)
+
+
+CAPTURE_MODE_RELAXED = 2      # CU_STREAM_CAPTURE_MODE_RELAXED
+CAPTURE_STATUS_ACTIVE = 1     # CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise RuntimeError(f"{what} failed: {error_name(rc)}")
+
+
+def stream_capturing(stream: int) -> bool:
+    """Whether work on ``stream`` is being captured into a CUDA graph right now."""
+    status = ctypes.c_int(0)
+    _check(lib().cuStreamIsCapturing(stream, ctypes.byref(status)), "cuStreamIsCapturing")
+    return status.value == CAPTURE_STATUS_ACTIVE
+
+
+class relaxed_capture:
+    """Within this block the calling thread may allocate and load modules even while a stream is
+    captured in global mode (torch.cuda.graph's default): the relaxed mode lets this thread make
+    the calls that global mode refuses during any capture. Restores the previous mode on exit."""
+
+    __slots__ = ("previous",)
+
+    def __enter__(self):
+        mode = ctypes.c_int(CAPTURE_MODE_RELAXED)
+        _check(lib().cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)), "cuThreadExchangeStreamCaptureMode")
+        self.previous = mode.value
+        return self
+
+    def __exit__(self, *exc):
+        mode = ctypes.c_int(self.previous)
+        _check(lib().cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)), "cuThreadExchangeStreamCaptureMode")
+        return False
+
+
+def memset_u32_async(ptr: int, value: int, count: int, stream: int) -> None:
+    """cuMemsetD32Async: ``count`` 32-bit words at ``ptr`` set to ``value``, ordered on ``stream``
+    (recorded as a memset node when the stream is being captured)."""
+    _check(lib().cuMemsetD32Async(ptr, value, count, stream), "cuMemsetD32Async")
 
 
 def launch(function: int, grid: int, block: int, smem_bytes: int, stream: int, params) -> None:

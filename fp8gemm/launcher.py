@@ -43,8 +43,14 @@ def split_workspace(device: int, stream_ptr: int, floats: int, tiles: int):
     NOTES: counters must be zero before a launch; the kernel's last split resets its tile's
     counter, so zeroing happens once here, at allocation (then a device sync, so that a launch on
     another stream cannot overtake the memset).
+    Under CUDA-graph capture neither the sync nor a plain allocation is allowed, and a memset
+    would only run at replay: a captured launch gets its own workspace (allocated in relaxed
+    capture mode, kept for the life of the process because the graph may replay at any time)
+    whose counters a captured memset zeroes before every replay. Eager launches on the same
+    stream never share it.
     """
-    key = (device, stream_ptr)
+    capturing = driver.stream_capturing(stream_ptr) if stream_ptr else False
+    key = (device, stream_ptr, capturing)
     ws = _workspaces.get(key)
     if ws is None or ws[0].size < floats or ws[1].size < tiles:
         import cupy
@@ -53,10 +59,21 @@ def split_workspace(device: int, stream_ptr: int, floats: int, tiles: int):
             old = _workspaces.get(key)
             f = max(floats, old[0].size if old else 0)
             t = max(tiles, old[1].size if old else 0)
-            ws = (cupy.empty(f, dtype=cupy.float32), cupy.zeros(t, dtype=cupy.uint32))
-            cupy.cuda.Device(device).synchronize()
+            if capturing:
+                with driver.relaxed_capture():
+                    ws = (cupy.empty(f, dtype=cupy.float32), cupy.empty(t, dtype=cupy.uint32))
+                if old is not None:
+                    _captured_retired.append(old)      # an earlier graph may still use it
+            else:
+                ws = (cupy.empty(f, dtype=cupy.float32), cupy.zeros(t, dtype=cupy.uint32))
+                cupy.cuda.Device(device).synchronize()
             _workspaces[key] = ws
+    if capturing:
+        driver.memset_u32_async(ws[1].data.ptr, 0, ws[1].size, stream_ptr)
     return ws[0].data.ptr, ws[1].data.ptr
+
+
+_captured_retired = []
 
 
 class KernelParams:
@@ -195,7 +212,10 @@ class current_device:
 
 
 def plan(p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
-    return PLANNERS[cand.variant](p, cand, smem_bytes, ldc, out_aligned)
+    """A launch plan. Compiling and loading a kernel may happen inside a CUDA-graph capture (a
+    first call there): relaxed capture mode lets this thread load the module meanwhile."""
+    with current_device(p.device), driver.relaxed_capture():
+        return PLANNERS[cand.variant](p, cand, smem_bytes, ldc, out_aligned)
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan}

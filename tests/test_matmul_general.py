@@ -327,6 +327,53 @@ def test_plan_cache_sees_new_data_in_the_same_buffers():
     assert out2.data.ptr != out3.data.ptr and bool(cupy.isfinite(to_cupy_f64(out1)).all())
 
 
+@pytest.mark.parametrize("m,n,k,splits", [(24, 4096, 4112, 4), (200, 512, 2048, 3)], ids=lambda v: str(v))
+def test_torch_graph_first_call_inside_capture(m, n, k, splits):
+    """No warm-up: the first call on a fresh stream (plan, module load, split-K workspace) happens
+    inside torch.cuda.graph; replays then follow new data, and an eager call on the same stream
+    afterwards (its own workspace) is right too."""
+    import torch
+    first, second = random_case(m, n, k, seed=61), random_case(m, n, k, seed=62)
+    bufs = first.as_torch()
+    bufs = tuple(x.clone() for x in bufs)
+    cfg = Candidate("sm90_fp8_gemm_general", block_n=32, stages=4, group_m=8, splits=splits, swap_ab=m <= 64)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = fp8gemm.matmul(*bufs, config=cfg)
+    for case in (first, second, first):
+        for dst, src in zip(bufs, case.as_torch()):
+            dst.copy_(src)
+        graph.replay()
+        torch.cuda.synchronize()
+        check(out, case)
+    with torch.cuda.stream(stream):
+        eager = fp8gemm.matmul(*bufs, config=cfg)
+    torch.cuda.synchronize()
+    check(eager, first)
+
+
+def test_cupy_stream_capture_first_call():
+    """CuPy stream capture, first call inside it, out= preallocated; replays with new data."""
+    import cupy
+    m, n, k = 40, 2048, 4096
+    first, second = random_case(m, n, k, seed=71), random_case(m, n, k, seed=72)
+    a, b, sa, sb = (x.copy() for x in (first.a, first.b, first.a_scale, first.b_scale))
+    out = cupy.empty((m, n), dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        fp8gemm.matmul(a, b, sa, sb, out=out)
+        graph = stream.end_capture()
+    for case in (first, second):
+        a[...], b[...], sa[...], sb[...] = case.a, case.b, case.a_scale, case.b_scale
+        cupy.cuda.Device().synchronize()        # the copies ran on another stream
+        graph.launch(stream)
+        stream.synchronize()
+        check(out, case, "float32")
+
+
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (300, 1536, 1024)], ids=lambda v: str(v))
 def test_torch_cuda_graph_capture_and_replay(m, n, k):
     """Captured once (after a warm-up on the capture stream), replayed with new data."""
