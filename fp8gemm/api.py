@@ -80,7 +80,8 @@ def _signature(x):
     """What identifies a CuPy or torch array for the plan cache; None for anything else."""
     mod = type(x).__module__
     if mod.startswith("cupy"):
-        return (x.data.ptr, x.shape, x.strides, x.dtype, x.device.id)
+        data = x.data
+        return (data.ptr, x.shape, x.strides, x.dtype, data.device_id)
     if mod.startswith("torch"):
         return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device)
     return None

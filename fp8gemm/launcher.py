@@ -160,21 +160,24 @@ class GeneralPlan:
             ("u32", p.m), ("u32", p.n), ("u32", p.k),
             ("u32", self.splits), ("u64", 0), ("u64", 0)))
         self._lock = threading.Lock()
+        self._out_ptr = None          # the output pointer the argument block holds
 
     def run(self, out_ptr: int, stream_ptr: int) -> None:
         """Launch on ``stream_ptr`` writing C at ``out_ptr`` (row pitch as planned)."""
-        tmap_c = None
-        if self.tma_store:
-            tmap_c = tma.encode_2d(out_ptr, self.m, self.n, self.ldc * self.esize, 64,
-                                   STORE_CHUNK_BYTES // self.esize, self.esize)
         ws = counters = 0
         if self.splits > 1:
             ws, counters = split_workspace(self.device, stream_ptr, self.ws_floats, self.num_tiles)
         with self._lock, current_device(self.device):     # one argument block per plan
             params = self.params
-            params.set_u64(_ARG_OUT, out_ptr)
-            if tmap_c is not None:
-                params.set_desc(_ARG_TMAP_C, tmap_c)
+            # NOTES: a caller that drops each result gets the same block back from its pool, so
+            # the output's slot and tensor map usually hold already (host overhead, issue 6).
+            if out_ptr != self._out_ptr:
+                params.set_u64(_ARG_OUT, out_ptr)
+                if self.tma_store:
+                    params.set_desc(_ARG_TMAP_C, tma.encode_2d(
+                        out_ptr, self.m, self.n, self.ldc * self.esize, 64,
+                        STORE_CHUNK_BYTES // self.esize, self.esize))
+                self._out_ptr = out_ptr
             if ws:
                 params.set_u64(_ARG_WORKSPACE, ws)
                 params.set_u64(_ARG_COUNTERS, counters)

@@ -25,8 +25,7 @@ def _torch_stream(device: int) -> int:
 def _cupy_stream(device: int) -> int:
     import cupy
 
-    with cupy.cuda.Device(device):
-        return cupy.cuda.get_current_stream().ptr
+    return cupy.cuda.get_current_stream(device).ptr
 
 
 def stream_for_framework(framework: str):
@@ -44,8 +43,11 @@ def allocate(framework: str, shape: tuple, dtype: str, device: int):
         return t, t.data_ptr()
     import cupy
 
-    with cupy.cuda.Device(device):
+    if cupy.cuda.runtime.getDevice() == device:
         arr = cupy.empty(shape, dtype=_NP_DTYPES[dtype])
+    else:
+        with cupy.cuda.Device(device):
+            arr = cupy.empty(shape, dtype=_NP_DTYPES[dtype])
     return arr, arr.data.ptr
 
 

@@ -39,9 +39,9 @@ def test_slots_and_updates():
 class FakeCupy:
     __module__ = "cupy._core.core"
 
-    class _D:
+    class _D:                      # cupy.cuda.MemoryPointer: ptr and device_id
         def __init__(self, ptr):
-            self.ptr = ptr
+            self.ptr, self.device_id = ptr, 0
 
     class _Dev:
         id = 0
