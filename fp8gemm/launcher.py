@@ -85,7 +85,7 @@ class KernelParams:
     __slots__ = ("offsets", "buffer", "pointers")
 
     def __init__(self, args):
-        """``args``: a sequence of ("u64" | "i64" | "u32" | "desc", value)."""
+        """``args``: a sequence of ("u64" | "i64" | "u32" | "f32" | "desc", value)."""
         blob, offsets = bytearray(), []
         for kind, value in args:
             if kind == "desc":
@@ -94,7 +94,7 @@ class KernelParams:
                 blob.extend(bytes(value))
             else:
                 offsets.append(len(blob))
-                fmt = {"u64": "<Q", "i64": "<q", "u32": "<I"}[kind]
+                fmt = {"u64": "<Q", "i64": "<q", "u32": "<I", "f32": "<f"}[kind]
                 blob.extend(struct.pack(fmt, value).ljust(8, b"\0"))
         self.offsets = tuple(offsets)
         self.buffer = ctypes.create_string_buffer(bytes(blob), len(blob))

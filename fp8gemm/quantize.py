@@ -1,0 +1,88 @@
+"""Activation quantizer: x [..., K] -> (FP8 E4M3 codes [..., K], fp32 scales [..., ceil(K/128)]).
+
+GPU arrays (CuPy, PyTorch, JAX) run kernels_cu/quantize_per_token_group.cu on the caller's stream
+and come back in the caller's framework (torch.float8_e4m3fn, JAX float8_e4m3fn, CuPy uint8 bytes);
+NumPy arrays run the host reference. Both compute the same values bit for bit (tested), and the
+scales come out row-major, the layout fp8gemm.matmul reads in place.
+"""
+from __future__ import annotations
+
+import math
+
+from . import compiler, driver, output, reference
+from .intake import CUPY, JAX, TORCH, framework_of, intake
+from .launcher import KernelParams, current_device
+
+GROUP = 128
+THREADS = 256
+_IN_TYPES = {"bfloat16": 0, "float16": 1, "float32": 2}
+_VARIANT = "quantize_per_token_group"
+
+
+def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
+    """Quantize activations per 1 x 128 group: ``scale = max(amax, eps) / 448``, ``q = x / scale``
+    rounded to the nearest E4M3 value.
+
+    x: [..., K] bfloat16 / float16 / float32, K-contiguous, on a GPU (CuPy, PyTorch, JAX); or a
+    NumPy array (host reference, any group_size). Returns (q, scale) with q [..., K] and
+    scale [..., ceil(K / 128)], ready for fp8gemm.matmul's ``a`` and ``a_scale``.
+    """
+    framework = framework_of(x)
+    if framework not in (CUPY, TORCH, JAX) and (hasattr(x, "__array_interface__") or isinstance(x, (list, tuple))):
+        return reference.quantize_per_token_group(x, group_size, eps)      # NumPy and friends: host
+    if group_size != GROUP:
+        raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a positive finite number (got {eps!r})")
+    stream_for = output.stream_for_framework(framework)
+    t = intake(x, "x", stream_for)
+    if t.dtype not in _IN_TYPES:
+        raise TypeError(f"x must be bfloat16, float16 or float32 (got {t.dtype})")
+    if t.ndim < 1 or t.shape[-1] < 1:
+        raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
+    k = t.shape[-1]
+    if t.strides[-1] != 1 and k > 1:
+        raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
+    rows = math.prod(t.shape[:-1])
+    ldx = t.strides[-2] if t.ndim >= 2 else k
+    for i in range(t.ndim - 2):
+        if t.shape[i] > 1 and t.strides[i] != t.strides[i + 1] * t.shape[i + 1]:
+            raise ValueError(f"x's leading dimensions must collapse to rows of one stride "
+                             f"(shape {t.shape}, strides {t.strides}); pass a contiguous array")
+    groups = -(-k // GROUP)
+    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (groups,)
+    q, q_ptr = _alloc(framework, q_shape, "float8_e4m3fn", t.device)
+    s, s_ptr = _alloc(framework, s_shape, "float32", t.device)
+    stream = stream_for(t.device)
+    if rows > 0:
+        warps = rows * groups
+        blocks = -(-warps * 32 // THREADS)
+        if blocks > 2**31 - 1:
+            raise ValueError(f"x has too many rows x groups ({warps}) for one launch")
+        vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
+        kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], "true" if vector else "false"), 0)
+        params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
+                               ("u32", rows), ("u32", k), ("f32", eps)))
+        with current_device(t.device):
+            driver.launch(kern.kernel.ptr, blocks, THREADS, 0, stream, params.pointers)
+    if framework == JAX:
+        import jax.numpy as jnp
+
+        # NOTES: handed over as bytes and bit-cast: every DLPack importer takes uint8.
+        return (output.finish(JAX, q, q_shape, "uint8", t.device, stream).view(jnp.float8_e4m3fn),
+                output.finish(JAX, s, s_shape, "float32", t.device, stream))
+    return q, s
+
+
+def _alloc(framework: str, shape: tuple, dtype: str, device: int):
+    """(array, pointer): torch tensors for torch callers, CuPy arrays otherwise (FP8 as uint8)."""
+    if framework == TORCH:
+        import torch
+
+        arr = torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{device}")
+        return arr, arr.data_ptr()
+    import cupy
+
+    with cupy.cuda.Device(device):
+        arr = cupy.empty(shape, dtype=cupy.uint8 if dtype == "float8_e4m3fn" else cupy.float32)
+    return arr, arr.data.ptr

@@ -1,0 +1,159 @@
+"""GPU tests of the device quantizer (fp8gemm.quantize_per_token_group on GPU arrays): bit-exact
+against the host reference for every input dtype, K tails, batch dims, strided and unaligned rows,
+zeros and NaN groups; every framework; bad input; a round trip through matmul."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp8gemm
+from fp8gemm import reference
+
+pytestmark = pytest.mark.gpu
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+NP_DTYPES = {"bfloat16": BF16, "float16": np.dtype(np.float16), "float32": np.dtype(np.float32)}
+
+
+def host_values(shape, dtype, seed):
+    """Values spanning several decades per group (so the scales differ), exactly representable
+    in ``dtype``; returned in ``dtype``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 6, size=shape[:-1] + (1,)))
+    return x.astype(NP_DTYPES[dtype])
+
+
+def as_bytes(q):
+    """FP8 codes of any framework's array as a host uint8 array."""
+    mod = type(q).__module__
+    if mod.startswith("torch"):
+        import torch
+        return q.view(torch.uint8).cpu().numpy()
+    if mod.startswith(("jax", "jaxlib")):
+        import jax.numpy as jnp
+        return np.asarray(q.view(jnp.uint8))
+    return q.get() if hasattr(q, "get") else np.asarray(q).view(np.uint8)
+
+
+def to_host(s):
+    mod = type(s).__module__
+    if mod.startswith("torch"):
+        return s.cpu().numpy()
+    return s.get() if hasattr(s, "get") else np.asarray(s)
+
+
+def expect(xh):
+    q, s = reference.quantize_per_token_group(xh.astype(np.float32))
+    return q.view(np.uint8), s
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("shape", [(1, 128), (5, 300), (64, 4096), (3, 2, 256), (7, 16)], ids=str)
+def test_bit_exact_against_reference(dtype, shape):
+    import cupy
+    xh = host_values(shape, dtype, seed=sum(shape))
+    x = cupy.asarray(xh.view(np.int16) if dtype != "float32" else xh)
+    if dtype != "float32":            # CuPy has no bfloat16: hand torch the bits
+        import torch
+        x = torch.from_dlpack(x).view(getattr(torch, dtype))
+    q, s = fp8gemm.quantize_per_token_group(x)
+    eq, es = expect(xh)
+    assert tuple(q.shape) == shape and tuple(s.shape) == shape[:-1] + (-(-shape[-1] // 128),)
+    np.testing.assert_array_equal(as_bytes(q), eq)
+    np.testing.assert_array_equal(to_host(s), es)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_strided_and_unaligned_rows(dtype):
+    """Rows inside a wider buffer (row stride > K), and a view starting 4 elements in (not 16-byte
+    aligned): the element-wise path, same values."""
+    import cupy
+    import torch
+    xh = host_values((9, 520), dtype, seed=3)
+    t = torch.from_dlpack(cupy.asarray(xh.view(np.int16) if dtype != "float32" else xh))
+    t = t.view(getattr(torch, dtype)) if dtype != "float32" else t
+    for view in (t[:, :384], t[:, 4:388], t[::2, 8:264]):
+        q, s = fp8gemm.quantize_per_token_group(view)
+        eq, es = expect(xh[tuple(_index(view, t))])
+        np.testing.assert_array_equal(as_bytes(q), eq)
+        np.testing.assert_array_equal(to_host(s), es)
+
+
+def _index(view, base):
+    """The numpy index of a 2-D torch view into its base (row step, column range)."""
+    esize = base.element_size()
+    off = (view.data_ptr() - base.data_ptr()) // esize
+    r0, c0 = divmod(off, base.stride(0))
+    rstep = view.stride(0) // base.stride(0)
+    return slice(r0, r0 + rstep * view.shape[0], rstep), slice(c0, c0 + view.shape[1])
+
+
+def test_zero_and_nan_groups():
+    import cupy
+    xh = host_values((4, 256), "float32", seed=5)
+    xh[0, :128] = 0.0                 # all-zero group: scale eps / 448, codes 0
+    xh[1, 130] = np.nan               # a NaN poisons its own group only
+    xh[2, 5] = 448.0 * 2 ** 20        # a huge value: its group's scale grows, codes stay finite
+    q, s = fp8gemm.quantize_per_token_group(cupy.asarray(xh))
+    eq, es = expect(xh)
+    got_q, got_s = as_bytes(q), to_host(s)
+    nan_q = np.isnan(eq.view(reference.FP8_E4M3).astype(np.float32))
+    assert np.array_equal(np.isnan(got_q.view(reference.FP8_E4M3).astype(np.float32)), nan_q)
+    np.testing.assert_array_equal(got_q[~nan_q], eq[~nan_q])
+    assert np.array_equal(np.isnan(got_s), np.isnan(es)) and np.isnan(got_s[1, 1])
+    np.testing.assert_array_equal(got_s[~np.isnan(es)], es[~np.isnan(es)])
+    assert not np.isnan(got_s[1, 0]) and got_s[0, 0] == np.float32(np.float32(1e-10) / np.float32(448))
+
+
+def test_frameworks_agree_and_keep_their_types():
+    import cupy
+    import jax.numpy as jnp
+    import torch
+    xh = host_values((33, 1000), "float32", seed=7)
+    outs = {"cupy": fp8gemm.quantize_per_token_group(cupy.asarray(xh)),
+            "torch": fp8gemm.quantize_per_token_group(torch.from_numpy(xh).cuda()),
+            "jax": fp8gemm.quantize_per_token_group(jnp.asarray(xh))}
+    assert outs["cupy"][0].dtype == cupy.uint8 and outs["torch"][0].dtype == torch.float8_e4m3fn
+    assert outs["jax"][0].dtype == jnp.float8_e4m3fn and outs["jax"][1].dtype == jnp.float32
+    eq, es = expect(xh)
+    for name, (q, s) in outs.items():
+        np.testing.assert_array_equal(as_bytes(q), eq, err_msg=name)
+        np.testing.assert_array_equal(to_host(s), es, err_msg=name)
+
+
+def test_round_trip_through_matmul():
+    """GPU-quantized activations times host-quantized weights: matmul matches the float64 product
+    of the dequantized operands (the quantizer's output is what the GEMM expects)."""
+    import cupy
+    import torch
+    m, n, k = 96, 512, 1152
+    xh = host_values((m, k), "bfloat16", seed=11)
+    wh = np.random.default_rng(12).standard_normal((n, k)).astype(np.float32) * 0.05
+    x = torch.from_dlpack(cupy.asarray(xh.view(np.int16))).view(torch.bfloat16)
+    qa, sa = fp8gemm.quantize_per_token_group(x)
+    qb_h, sb_h = reference.quantize_per_block(wh)
+    qb = torch.from_dlpack(cupy.asarray(qb_h.view(np.uint8))).view(torch.float8_e4m3fn)
+    sb = torch.from_dlpack(cupy.asarray(sb_h))
+    out = fp8gemm.matmul(qa, qb, sa, sb, out_dtype="float32")
+    ref = reference.matmul(as_bytes(qa), qb_h, to_host(sa), sb_h)
+    err = np.linalg.norm(out.cpu().numpy() - ref) / np.linalg.norm(ref)
+    assert err <= 1e-4, err
+    # and the quantization itself is close to the bf16 input (E4M3: 3 mantissa bits)
+    deq = reference.dequantize_a(as_bytes(qa), to_host(sa))
+    rel = np.linalg.norm(deq - xh.astype(np.float64)) / np.linalg.norm(xh.astype(np.float64))
+    assert 0 < rel < 0.08
+
+
+def test_empty_rows_and_bad_input():
+    import cupy
+    import torch
+    q, s = fp8gemm.quantize_per_token_group(cupy.zeros((0, 256), dtype=cupy.float32))
+    assert q.shape == (0, 256) and s.shape == (0, 2)
+    x = torch.zeros((4, 256), device="cuda", dtype=torch.float32)
+    with pytest.raises(TypeError, match="x must be bfloat16, float16 or float32"):
+        fp8gemm.quantize_per_token_group(x.to(torch.float8_e4m3fn))
+    with pytest.raises(ValueError, match="group_size must be 128"):
+        fp8gemm.quantize_per_token_group(x, group_size=64)
+    with pytest.raises(ValueError, match="contiguous along its last dimension"):
+        fp8gemm.quantize_per_token_group(x.t())
+    with pytest.raises(ValueError, match="eps must be a positive finite"):
+        fp8gemm.quantize_per_token_group(x, eps=0.0)
