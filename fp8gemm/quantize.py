@@ -41,14 +41,15 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
     k = t.shape[-1]
-    if t.strides[-1] != 1 and k > 1:
-        raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
     rows = math.prod(t.shape[:-1])
     ldx = t.strides[-2] if t.ndim >= 2 else k
-    for i in range(t.ndim - 2):
-        if t.shape[i] > 1 and t.strides[i] != t.strides[i + 1] * t.shape[i + 1]:
-            raise ValueError(f"x's leading dimensions must collapse to rows of one stride "
-                             f"(shape {t.shape}, strides {t.strides}); pass a contiguous array")
+    if rows > 0:             # an empty array's strides mean nothing (CuPy reports zeros)
+        if t.strides[-1] != 1 and k > 1:
+            raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
+        for i in range(t.ndim - 2):
+            if t.shape[i] > 1 and t.strides[i] != t.strides[i + 1] * t.shape[i + 1]:
+                raise ValueError(f"x's leading dimensions must collapse to rows of one stride "
+                                 f"(shape {t.shape}, strides {t.strides}); pass a contiguous array")
     groups = -(-k // GROUP)
     q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (groups,)
     q, q_ptr = _alloc(framework, q_shape, "float8_e4m3fn", t.device)
