@@ -3,12 +3,15 @@
 ``flatten(path)`` inlines our own ``#include "..."`` headers (each once, as #pragma once would), so
 the source CuPy hashes for its disk cache covers every header: a header edit recompiles.
 ``get_kernel(device, variant, template_args)`` compiles one template instantiation per device.
-Set CUPY_CACHE_DIR to move the cache.
+Set CUPY_CACHE_DIR to move the cache; an unusable cache directory (read-only, no space) degrades to
+compiling in memory with a warning.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -68,11 +71,34 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
         if kern is None:
             name = kernel_name(variant, template_args)
             with cupy.cuda.Device(device):
-                module = cupy.RawModule(code=flatten(variant), options=NVRTC_OPTIONS,
-                                        name_expressions=[name])
-                kern = module.get_function(name)
-                if smem_bytes > 48 * 1024:
-                    kern.max_dynamic_shared_size_bytes = smem_bytes
-                kern.compile()  # force the load now, not inside the first launch
+                try:
+                    kern = _build(cupy, variant, name, smem_bytes)
+                except OSError as exc:
+                    # NOTES: CuPy's disk cache refuses (read-only or missing permissions, full
+                    # disk): compile in memory instead of failing. A corrupt cache entry needs no
+                    # handling here: CuPy checks each entry's hash and recompiles a bad one.
+                    warnings.warn(f"fp8gemm: the kernel cache is not usable ({type(exc).__name__}: {exc}); "
+                                  f"compiling in memory. Point CUPY_CACHE_DIR at a writable directory to "
+                                  f"keep compiled kernels across runs.", RuntimeWarning, stacklevel=3)
+                    kern = _build(cupy, variant, name, smem_bytes, in_memory=True)
             _kernels[key] = kern
     return kern
+
+
+def _build(cupy, variant: str, name: str, smem_bytes: int, in_memory: bool = False):
+    previous = os.environ.get("CUPY_CACHE_IN_MEMORY")
+    if in_memory:
+        os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+    try:
+        module = cupy.RawModule(code=flatten(variant), options=NVRTC_OPTIONS, name_expressions=[name])
+        kern = module.get_function(name)
+        if smem_bytes > 48 * 1024:
+            kern.max_dynamic_shared_size_bytes = smem_bytes
+        kern.compile()  # force the load now, not inside the first launch
+        return kern
+    finally:
+        if in_memory:
+            if previous is None:
+                os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+            else:
+                os.environ["CUPY_CACHE_IN_MEMORY"] = previous

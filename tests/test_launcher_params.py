@@ -63,3 +63,49 @@ def test_plan_keys_tell_arrays_apart():
     assert api._plan_key("cupy", "float32", a, b, sa, sb) != k1
     assert api._plan_key("cupy", None, a, b, sa, object()) is None   # not CuPy/torch: no cache
     assert api._plan_key("cupy", [1], a, b, sa, sb) is None          # unhashable out_dtype
+
+
+def test_unusable_kernel_cache_compiles_in_memory_with_a_warning(monkeypatch):
+    """CuPy's disk cache raising PermissionError (read-only CUPY_CACHE_DIR) must not fail the
+    call: one warning, a retry with CUPY_CACHE_IN_MEMORY=1, the variable restored afterwards."""
+    import contextlib
+    import os
+    import sys
+    import types
+    import warnings
+
+    from fp8gemm import compiler
+
+    seen = []
+
+    class FakeFunction:
+        max_dynamic_shared_size_bytes = 0
+
+        def compile(self):
+            pass
+
+    class FakeModule:
+        def __init__(self, code, options, name_expressions):
+            seen.append(os.environ.get("CUPY_CACHE_IN_MEMORY"))
+            if os.environ.get("CUPY_CACHE_IN_MEMORY") != "1":
+                raise PermissionError(13, "Permission denied", "/read-only/cache")
+
+        def get_function(self, name):
+            return FakeFunction()
+
+    fake = types.SimpleNamespace(RawModule=FakeModule,
+                                 cuda=types.SimpleNamespace(Device=lambda d: contextlib.nullcontext()))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    key_args = (999, "sm90_fp8_gemm_general", ("cache-test",))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kern = compiler.get_kernel(*key_args, 100 * 1024)
+    try:
+        assert isinstance(kern, FakeFunction) and kern.max_dynamic_shared_size_bytes == 100 * 1024
+        assert seen == [None, "1"]
+        assert "CUPY_CACHE_IN_MEMORY" not in os.environ
+        msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(msgs) == 1 and "compiling in memory" in msgs[0] and "Permission denied" in msgs[0]
+    finally:
+        compiler._kernels.pop(key_args, None)

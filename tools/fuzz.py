@@ -1,0 +1,104 @@
+"""Random-case fuzzing of fp8gemm.matmul on the GPU against the float64 reference (issue 7).
+
+    PYTHONPATH=. python tools/fuzz.py --cases 500 --seed 1 [--budget-seconds 600] [--max-elements 4e8]
+
+Each case draws M in 0..20000 (small M more often), N in 1..32768, K a multiple of 16 up to 16384,
+an output dtype, row-major or M-major A scales, out= (fp16 / fp32) or not, and scales rescaled by
+2^U(-40, 40) per operand (2^U(-4, 4) for fp16 output, whose range is narrow): the tolerance is
+relative, so any magnitude must pass. It runs through the
+dispatcher and through the general kernel forced in both orientations with a random tile and split
+count. Every failure prints a one-line reproducer; the exit status is the number of failures.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import cupy
+import numpy as np
+
+import fp8gemm
+from fp8gemm import reference
+from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.testing import as_float64, random_case
+
+G = "sm90_fp8_gemm_general"
+TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
+
+
+def draw(rng, max_elements: float):
+    while True:
+        m = int(rng.choice([0, 1, 2, 7, 31, 64, 65, 100, 257, 1000, 4097, 20000])) if rng.random() < 0.5 \
+            else int(rng.integers(1, 20001))
+        n = int(rng.integers(1, 32769)) if rng.random() < 0.5 else int(rng.choice([16, 24, 128, 300, 4096, 7168]))
+        k = 16 * int(rng.integers(1, 1025)) if rng.random() < 0.5 else int(rng.choice([16, 256, 272, 4096, 7168]))
+        if (m + n) * k + m * n <= max_elements:
+            return m, n, k
+
+
+def configs(rng, desc):
+    """The dispatcher (None) and the general kernel forced per orientation, where valid."""
+    out = [None]
+    for swap in (False, True):
+        block_n = int(rng.choice([8, 16, 32, 64] if swap else [16, 32, 64, 128]))
+        splits = int(rng.choice([1, 1, 2, 3, 4, 8]))
+        c = Candidate(G, block_n, int(rng.choice([3, 4])), int(rng.choice([1, 8])), splits, swap)
+        if is_valid(desc, c):
+            out.append(c)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-seconds", type=float, default=None)
+    p.add_argument("--max-elements", type=float, default=4e8, help="cap on (M+N)K + MN per case")
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    print(f"fuzz: seed {args.seed}, {args.cases} cases", flush=True)
+    failures, runs, t0 = 0, {}, time.monotonic()
+    for i in range(args.cases):
+        if args.budget_seconds is not None and time.monotonic() - t0 > args.budget_seconds:
+            print(f"fuzz: budget spent after {i} cases", flush=True)
+            break
+        m, n, k = draw(rng, args.max_elements)
+        dt = str(rng.choice(["bfloat16", "float16", "float32"]))
+        case = random_case(m, n, k, seed=int(rng.integers(2**31)))
+        # fp16 holds |C| only up to 65504 (and loses precision below 2^-14): keep its C near 1
+        span = 4 if dt == "float16" else 40
+        ea, eb = float(2.0 ** rng.uniform(-span, span)), float(2.0 ** rng.uniform(-span, span))
+        sa = (case.a_scale * ea).astype(cupy.float32)
+        sb = (case.b_scale * eb).astype(cupy.float32)
+        if rng.random() < 0.5:                     # M-major A scales, read in place
+            sa = cupy.asfortranarray(sa)
+        use_out = rng.random() < 0.3
+        ref = reference.matmul(case.a, case.b, sa, sb, xp=cupy) if m else None
+        for cfg in configs(rng, GemmDesc(max(m, 1), n, k, dt)):
+            name = "dispatcher" if cfg is None else ("swap" if cfg.swap_ab else "plain")
+            repro = (f"M={m} N={n} K={k} out={dt} cfg={cfg} scale_exp=({ea:.3g},{eb:.3g}) "
+                     f"m_major={not sa.flags.c_contiguous} out_param={use_out}")
+            try:
+                out = cupy.empty((m, n), dtype=np.dtype(dt)) if use_out and dt != "bfloat16" else None
+                res = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=dt, out=out, config=cfg)
+                cupy.cuda.Device().synchronize()
+                if m == 0:
+                    ok, err = res.shape == (0, n), 0.0
+                else:
+                    err = reference.rel_fro_error(as_float64(res), ref)
+                    ok = err <= TOL[dt]
+            except Exception as exc:          # any exception on a valid case is a failure
+                ok, err = False, f"{type(exc).__name__}: {exc}"
+            runs[name] = runs.get(name, 0) + 1
+            if not ok:
+                failures += 1
+                print(f"FAIL {name}: err {err} -- reproduce: {repro}", flush=True)
+        del case, ref
+    print(f"fuzz: {sum(runs.values())} runs {runs}, {failures} failures, "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
+    return min(failures, 255)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
