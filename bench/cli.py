@@ -86,13 +86,14 @@ def read_shapes(path: Path):
         return [(int(r["M"]), int(r["N"]), int(r["K"])) for r in reader]
 
 
-def resolve_shapes(args):
-    """The shape list the arguments ask for, in order, without duplicates."""
-    if args.quick:
+def resolve_shapes(args, prog: str = "fp8gemm-bench"):
+    """The shape list the arguments ask for, in order, without duplicates: --quick, the product
+    of --m/--n/--k, or the trace (--shapes or built in) with its M values replaced by --m."""
+    if getattr(args, "quick", False):
         shapes = [(m, n, k) for (n, k) in QUICK_NK for m in QUICK_M]
     elif args.n or args.k:
         if not (args.m and args.n and args.k):
-            raise SystemExit("fp8gemm-bench: --n and --k need --m too (their product is timed)")
+            raise SystemExit(f"{prog}: --n and --k need --m too (their product is used)")
         shapes = [(m, n, k) for n in args.n for k in args.k for m in args.m]
     else:
         shapes = read_shapes(args.shapes or trace_path())
@@ -106,7 +107,7 @@ def resolve_shapes(args):
             out.append(s)
     bad = [s for s in out if s[2] % 16 or s[2] == 0 or s[1] == 0]
     if bad:
-        raise SystemExit(f"fp8gemm-bench: K must be a positive multiple of 16 and N >= 1; bad: {bad[:5]}")
+        raise SystemExit(f"{prog}: K must be a positive multiple of 16 and N >= 1; bad: {bad[:5]}")
     return out
 
 

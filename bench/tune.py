@@ -25,7 +25,7 @@ from pathlib import Path
 from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
 from fp8gemm.dispatch import selector as sel
 
-from .cli import OURS_TOL, _int_list, read_shapes, trace_path
+from .cli import OURS_TOL, _int_list, resolve_shapes
 
 STATE_VERSION = 1
 ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab")
@@ -204,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fp8gemm-tune", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", type=Path, help="CSV with columns M,N,K (default: the built-in trace)")
-    p.add_argument("--m", type=_int_list, help="M values (with --n and --k: their product)")
+    p.add_argument("--m", type=_int_list, help="M values: with --n and --k their product, else the "
+                                               "trace's (N, K) pairs at these M")
     p.add_argument("--n", type=_int_list)
     p.add_argument("--k", type=_int_list)
     p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
@@ -219,18 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(args) -> list:
-    if args.n or args.k:
-        if not (args.m and args.n and args.k):
-            raise SystemExit("fp8gemm-tune: --n and --k need --m too (their product is tuned)")
-        shapes = [(m, n, k) for n in args.n for k in args.k for m in args.m]
-    else:
-        shapes = read_shapes(args.shapes or trace_path())
-        if args.m:
-            shapes = [s for s in shapes if s[0] in set(args.m)]
-    bad = [s for s in shapes if s[0] < 1 or s[1] < 1 or s[2] < 16 or s[2] % 16]
-    if bad:
-        raise SystemExit(f"fp8gemm-tune: need M, N >= 1 and K a positive multiple of 16; bad: {bad[:5]}")
-    return list(dict.fromkeys(shapes))
+    """fp8gemm-bench's shape rules (cli.resolve_shapes); M = 0 has nothing to tune."""
+    return [s for s in resolve_shapes(args, "fp8gemm-tune") if s[0] >= 1]
 
 
 def _progress_bar(i, total, shape, t0=[None]):   # noqa: B006 (start time kept across calls)
