@@ -26,6 +26,70 @@ HALF = ("for (int i = 0; i < Mma::kNumAccum; ++i) {\n                        if 
 OLD_LOOP = {"            if constexpr (!kSwapAB) {\n                // Lean loop": "            if constexpr (false) {\n                // Lean loop"}
 ROLLED = {"#pragma unroll 2\n                for (uint32_t kb = w.kb_begin;": "#pragma unroll 1\n                for (uint32_t kb = w.kb_begin;"}
 SINGLE = {"constexpr bool kDoubleAccum = !kFinePromotion;": "constexpr bool kDoubleAccum = false;"}
+# v10 candidate (session 3, compiled clean: no C75xx, no spills; not yet timed): two K blocks per
+# loop turn with both wgmma groups in flight, the per-block wait/issue gap paid once per turn.
+PAIRS_OLD = """\
+                    // One step: block kb's wgmma into `next` while block kb-1 in `done` is promoted.
+                    uint32_t kb = w.kb_begin;
+                    const auto step = [&](float (&next)[Mma::kNumAccum], float (&done)[Mma::kNumAccum]) {
+                        const uint32_t st = issue(next);
+                        promote(done);
+                        take_scales(kb);
+                        finish(next, st);
+                        ++kb;
+                    };
+                    finish(accum, issue(accum));
+                    take_scales(kb);
+                    ++kb;
+                    while (true) {                 // two steps per turn: the roles are static
+                        if (kb == w.kb_end) { promote(accum); break; }
+                        step(acc2, accum);
+                        if (kb == w.kb_end) { promote(acc2); break; }
+                        step(accum, acc2);
+                    }
+"""
+PAIRS_NEW = """\
+                    // Pairs: per turn, block kb into accum and block kb+1 into acc2, both groups in
+                    // flight; nothing in flight across the back edge.
+                    uint32_t kb = w.kb_begin;
+                    const auto issue_adv = [&](float (&acc)[Mma::kNumAccum]) {
+                        const uint32_t st = issue(acc);
+                        ++pipe;
+                        return st;
+                    };
+                    const auto retire = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {
+                        wgmma_fence_operands(acc);
+                        __syncwarp();
+                        if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+                    };
+                    {
+                        const uint32_t st = issue_adv(acc2);
+                        wgmma_wait<0>();
+                        retire(acc2, st);
+                        take_scales(kb);
+                        ++kb;
+                    }
+                    while (true) {
+                        if (kb == w.kb_end) { promote(acc2); break; }
+                        const uint32_t st0 = issue_adv(accum);
+                        promote(acc2);                     // block kb-1
+                        take_scales(kb);
+                        if (kb + 1 == w.kb_end) {
+                            wgmma_wait<0>();
+                            retire(accum, st0);
+                            promote(accum);
+                            break;
+                        }
+                        const uint32_t st1 = issue_adv(acc2);
+                        wgmma_wait<1>();                   // block kb done, block kb+1 still runs
+                        retire(accum, st0);
+                        promote(accum);
+                        take_scales(kb + 1);
+                        wgmma_wait<0>();
+                        retire(acc2, st1);
+                        kb += 2;
+                    }
+"""
 EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
@@ -42,6 +106,7 @@ EXPERIMENTS = {
     "old_loop": (OLD_LOOP, {}),
     "rolled": (ROLLED, {}),
     "single": (SINGLE, {}),
+    "pairs": ({PAIRS_OLD: PAIRS_NEW}, {}),
     "stages5": ({}, {"stages": 5}),
     "old_loop_no_promote": ({**OLD_LOOP, PROMOTE: ";"}, {}),
 }
