@@ -22,8 +22,10 @@ STAGGER = ("setmaxnreg_inc<kConsumerRegs>();",
            "while (clock64() - t0 < 400) { } }")
 HALF = ("for (int i = 0; i < Mma::kNumAccum; ++i) {\n                        if constexpr (kSwapAB)",
         "for (int i = 0; i < Mma::kNumAccum / 2; ++i) {\n                        if constexpr (kSwapAB)")
-# The generic loop the lean one replaced (bench/NOTES.md v8).
-OLD_LOOP = {"            if constexpr (!kSwapAB) {\n                // Lean loop": "            if constexpr (false) {\n                // Lean loop"}
+# The generic loop the lean one replaced (bench/NOTES.md v8). The v7 ablations below (no_mma, fadd,
+# half_promote) edit that loop's text, so they run on it; no_promote removes the promotion from the
+# v8 single-accumulator loop (the pipeline's floor).
+OLD_LOOP = {"if constexpr (!kSwapAB) {\n                // Lean loop": "if constexpr (false) {\n                // Lean loop"}
 ROLLED = {"#pragma unroll 2\n                for (uint32_t kb = w.kb_begin;": "#pragma unroll 1\n                for (uint32_t kb = w.kb_begin;"}
 SINGLE = {"constexpr bool kDoubleAccum = !kFinePromotion;": "constexpr bool kDoubleAccum = false;"}
 # v10 candidate (session 3, compiled clean: no C75xx, no spills; not yet timed): two K blocks per
@@ -94,10 +96,10 @@ EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
     "no_promote": ({PROMOTE: ";", **SINGLE}, {}),
-    "no_mma": ({MMA: ";"}, {}),
-    "no_mma_no_promote": ({MMA: ";", PROMOTE: ";"}, {}),
-    "fadd": ({PROMOTE: "total[i] += accum[i];"}, {}),
-    "half_promote": (dict([HALF]), {}),
+    "no_mma": ({**OLD_LOOP, MMA: ";"}, {}),
+    "no_mma_no_promote": ({**OLD_LOOP, MMA: ";", PROMOTE: ";"}, {}),
+    "fadd": ({**OLD_LOOP, PROMOTE: "total[i] += accum[i];"}, {}),
+    "half_promote": ({**OLD_LOOP, **dict([HALF])}, {}),
     "stagger": (dict([STAGGER]), {}),
     "stages4": ({}, {"stages": 4}),
     "group1": ({}, {"group_m": 1}),
