@@ -31,23 +31,27 @@ SINGLE = {"constexpr bool kDoubleAccum = !kFinePromotion;": "constexpr bool kDou
 # v10 candidate (session 3, compiled clean: no C75xx, no spills; not yet timed): two K blocks per
 # loop turn with both wgmma groups in flight, the per-block wait/issue gap paid once per turn.
 PAIRS_OLD = """\
-                    // One step: block kb's wgmma into `next` while block kb-1 in `done` is promoted.
                     uint32_t kb = w.kb_begin;
-                    const auto step = [&](float (&next)[Mma::kNumAccum], float (&done)[Mma::kNumAccum]) {
-                        const uint32_t st = issue(next);
-                        promote(done);
-                        take_scales(kb);
-                        finish(next, st);
-                        ++kb;
-                    };
                     finish(accum, issue(accum));
                     take_scales(kb);
                     ++kb;
-                    while (true) {                 // two steps per turn: the roles are static
+                    while (true) {
                         if (kb == w.kb_end) { promote(accum); break; }
-                        step(acc2, accum);
+                        {
+                            const uint32_t st = issue(acc2);
+                            promote(accum);
+                            take_scales(kb);
+                            finish(acc2, st);
+                        }
+                        ++kb;
                         if (kb == w.kb_end) { promote(acc2); break; }
-                        step(accum, acc2);
+                        {
+                            const uint32_t st = issue(accum);
+                            promote(acc2);
+                            take_scales(kb);
+                            finish(accum, st);
+                        }
+                        ++kb;
                     }
 """
 PAIRS_NEW = """\
