@@ -231,6 +231,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     finish(accum, issue(accum));
                     take_scales(kb);
                     ++kb;
+                    // NOTES: the loop's two halves mirror each other with the accumulators' roles
+                    // swapped, so that each array keeps fixed registers (no copies, no dynamic index).
                     while (true) {
                         if (kb == w.kb_end) { promote(accum); break; }
                         {

@@ -30,30 +30,9 @@ ROLLED = {"#pragma unroll 2\n                for (uint32_t kb = w.kb_begin;": "#
 SINGLE = {"constexpr bool kDoubleAccum = !kFinePromotion;": "constexpr bool kDoubleAccum = false;"}
 # v10 candidate (session 3, compiled clean: no C75xx, no spills; not yet timed): two K blocks per
 # loop turn with both wgmma groups in flight, the per-block wait/issue gap paid once per turn.
-PAIRS_OLD = """\
-                    uint32_t kb = w.kb_begin;
-                    finish(accum, issue(accum));
-                    take_scales(kb);
-                    ++kb;
-                    while (true) {
-                        if (kb == w.kb_end) { promote(accum); break; }
-                        {
-                            const uint32_t st = issue(acc2);
-                            promote(accum);
-                            take_scales(kb);
-                            finish(acc2, st);
-                        }
-                        ++kb;
-                        if (kb == w.kb_end) { promote(acc2); break; }
-                        {
-                            const uint32_t st = issue(accum);
-                            promote(acc2);
-                            take_scales(kb);
-                            finish(accum, st);
-                        }
-                        ++kb;
-                    }
-"""
+# Region edit: (start, end) -> text replaces from start up to (not including) the next end.
+PAIRS_REGION = ("                    uint32_t kb = w.kb_begin;\n                    finish(accum, issue(accum));",
+                "                } else {")
 PAIRS_NEW = """\
                     // Pairs: per turn, block kb into accum and block kb+1 into acc2, both groups in
                     // flight; nothing in flight across the back edge.
@@ -112,7 +91,7 @@ EXPERIMENTS = {
     "old_loop": (OLD_LOOP, {}),
     "rolled": (ROLLED, {}),
     "single": (SINGLE, {}),
-    "pairs": ({PAIRS_OLD: PAIRS_NEW}, {}),
+    "pairs": ({PAIRS_REGION: PAIRS_NEW}, {}),
     "stages5": ({}, {"stages": 5}),
     "old_loop_no_promote": ({**OLD_LOOP, PROMOTE: ";"}, {}),
 }
@@ -125,6 +104,10 @@ def patched(edits):
     def flatten(variant):
         src = _orig_flatten(variant)
         for old, new in edits.items():
+            if isinstance(old, tuple):               # (start, end): replace the region between
+                a = src.index(old[0])
+                src = src[:a] + new + src[src.index(old[1], a):]
+                continue
             assert old in src, old
             src = src.replace(old, new)
         return src
