@@ -109,3 +109,57 @@ def test_unusable_kernel_cache_compiles_in_memory_with_a_warning(monkeypatch):
         assert len(msgs) == 1 and "compiling in memory" in msgs[0] and "Permission denied" in msgs[0]
     finally:
         compiler._kernels.pop(key_args, None)
+
+
+def test_split_workspace_capture_bookkeeping(monkeypatch):
+    """Eager launches: one zeroed workspace per (device, stream), synchronized once. Captured
+    launches: their own workspace (allocated in relaxed capture mode, never shared with eager
+    calls), counters zeroed by a captured memset on every call; an outgrown captured workspace is
+    kept alive for the graphs that use it."""
+    import contextlib
+    import sys
+    import types
+
+    from fp8gemm import driver, launcher
+
+    class Arr:
+        def __init__(self, n, zeroed):
+            self.size, self.zeroed = n, zeroed
+            self.data = types.SimpleNamespace(ptr=id(self))
+
+    events = []
+
+    class Dev:
+        def __init__(self, d):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            events.append("sync")
+
+    fake = types.SimpleNamespace(empty=lambda n, dtype: Arr(n, False), zeros=lambda n, dtype: Arr(n, True),
+                                 float32="f4", uint32="u4", cuda=types.SimpleNamespace(Device=Dev))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(launcher, "_workspaces", {})
+    monkeypatch.setattr(launcher, "_captured_retired", [])
+    capturing = {"on": False}
+    monkeypatch.setattr(driver, "stream_capturing", lambda s: capturing["on"])
+    monkeypatch.setattr(driver, "relaxed_capture", lambda: events.append("relaxed") or contextlib.nullcontext())
+    monkeypatch.setattr(driver, "memset_u32_async", lambda ptr, v, n, s: events.append(("memset", ptr, n, s)))
+
+    ws1, c1 = launcher.split_workspace(0, 77, 1000, 10)
+    assert launcher.split_workspace(0, 77, 500, 5) == (ws1, c1) and events == ["sync"]
+    capturing["on"] = True
+    ws2, c2 = launcher.split_workspace(0, 77, 1000, 10)
+    assert (ws2, c2) != (ws1, c1) and events[1] == "relaxed" and events[2] == ("memset", c2, 10, 77)
+    assert launcher.split_workspace(0, 77, 1000, 10) == (ws2, c2) and events[3] == ("memset", c2, 10, 77)
+    ws3, c3 = launcher.split_workspace(0, 77, 4000, 40)            # outgrown: the old one is kept
+    assert ws3 != ws2 and len(launcher._captured_retired) == 1 and events[-1] == ("memset", c3, 40, 77)
+    assert "sync" not in events[1:]                                # no synchronization under capture
+    capturing["on"] = False
+    assert launcher.split_workspace(0, 77, 1000, 10) == (ws1, c1)  # eager calls keep their own
