@@ -85,16 +85,15 @@ DTYPE_CODES = {name: key for key, name in DTYPE_NAMES.items()}
 
 # ---- Python C-API entry points ------------------------------------------------------------------
 
+# NOTES: private prototypes, not the attributes of ctypes.pythonapi: those function objects are
+# shared by the whole process, and other libraries set their argtypes too (jax.ffi.pycapsule sets
+# PyCapsule_New's destructor argument to a CFUNCTYPE, which then refused our c_void_p).
 _api = ctypes.pythonapi
-_capsule_get_name = _api.PyCapsule_GetName
-_capsule_get_name.restype = ctypes.c_char_p
-_capsule_get_name.argtypes = [ctypes.py_object]
-_capsule_get_pointer = _api.PyCapsule_GetPointer
-_capsule_get_pointer.restype = ctypes.c_void_p
-_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_new = _api.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
+_capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", _api))
 # The destructor gets a dying object: it must not touch refcounts, so these take raw pointers.
 _capsule_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_IsValid", _api))

@@ -1,0 +1,89 @@
+"""fp8gemm inside ``jax.jit``: ``fp8gemm.jax.matmul`` as an XLA FFI custom call.
+
+    import fp8gemm.jax
+    c = jax.jit(fp8gemm.jax.matmul)(a, b, a_scale, b_scale)          # a, b float8_e4m3fn
+
+The call lowers to the FFI target ``fp8gemm_matmul`` (platform CUDA), whose handler is Python
+(fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and stream, validates the
+problem, plans the launch once per buffer signature and launches on XLA's stream. It is declared
+safe for XLA's command buffers (CUDA graphs). ``vmap`` runs the batch sequentially. Eager JAX
+arrays also work with ``fp8gemm.matmul`` (DLPack, no jit).
+
+STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CPU platform
+(tests/test_xla_ffi.py); the CUDA target awaits its GPU tests (tests/test_jax_ffi_gpu.py).
+"""
+from __future__ import annotations
+
+import threading
+
+from . import xla_ffi
+from .dispatch import select, smem_bytes_of
+from .intake import Tensor
+from .launcher import plan, sm_count
+from .validate import normalize_out_dtype, validate_gemm
+
+TARGET = "fp8gemm_matmul"
+_plans = {}          # buffer signature -> (problem, launch plan or None)
+_lock = threading.Lock()
+MAX_PLANS = 4096
+
+
+def _tensor(name: str, buf: xla_ffi.FfiBuffer, device: int) -> Tensor:
+    """XLA buffers are dense row-major."""
+    strides, step = [], 1
+    for d in reversed(buf.shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return Tensor(name, buf.ptr, buf.dtype, buf.shape, tuple(reversed(strides)), device, "xla",
+                  name != "out", None)
+
+
+def _execute(call: xla_ffi.Call) -> None:
+    if len(call.args) != 4 or len(call.rets) != 1:
+        raise ValueError(f"{TARGET} takes 4 arguments and 1 result; got {len(call.args)} and {len(call.rets)}")
+    device = call.device()
+    bufs = (*call.args, call.rets[0])
+    key = (device,) + tuple((x.ptr, x.dtype, x.shape) for x in bufs)
+    entry = _plans.get(key)
+    if entry is None:
+        a, b, sa, sb = (_tensor(nm, x, device) for nm, x in zip(("a", "b", "a_scale", "b_scale"), call.args))
+        out = _tensor("out", call.rets[0], device)
+        problem = validate_gemm(a, b, sa, sb, out, None)
+        runner = None
+        if problem.m > 0:
+            cand = select(problem.m, problem.n, problem.k, problem.out_dtype, num_sms=sm_count(device))
+            runner = plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), problem.n, out.ptr % 16 == 0)
+        entry = (problem, runner)
+        with _lock:
+            if len(_plans) >= MAX_PLANS:
+                _plans.clear()
+            _plans[key] = entry
+    runner = entry[1]
+    if runner is not None:
+        runner.run(call.rets[0].ptr, call.stream())
+
+
+def register() -> None:
+    """Register the CUDA FFI target (idempotent; matmul does it on first use)."""
+    xla_ffi.register(TARGET, _execute, "CUDA", command_buffer_compatible=True)
+
+
+def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
+    """``C = (a * a_scale) @ (b * b_scale).T`` for JAX arrays, traceable under ``jax.jit``.
+
+    Same rules as ``fp8gemm.matmul`` (a [..., K] and b [N, K] float8_e4m3fn or uint8/int8 bytes,
+    a_scale [..., ceil(K/128)] and b_scale [ceil(N/128), ceil(K/128)] float32); returns
+    [..., N] in ``out_dtype``. Shapes and dtypes are checked at trace time, pointers at run time.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    register()
+    out_name = normalize_out_dtype(out_dtype)
+    if getattr(a, "ndim", 0) < 1 or getattr(b, "ndim", 0) != 2:
+        raise ValueError(f"a must be [..., K] and b [N, K]; got shapes {getattr(a, 'shape', None)} "
+                         f"and {getattr(b, 'shape', None)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"a and b must share K: {a.shape[-1]} vs {b.shape[-1]}")
+    result = jax.ShapeDtypeStruct(tuple(a.shape[:-1]) + (b.shape[0],), jnp.dtype(out_name))
+    return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)

@@ -1,0 +1,92 @@
+"""CPU: the XLA FFI plumbing of fp8gemm/xla_ffi.py (ctypes handlers, no C++) under jax.jit on the
+CPU platform — metadata query, execute stage, buffers, errors, vmap — and fp8gemm.jax.matmul's
+trace-time checks and lowering to its CUDA FFI target."""
+import ctypes
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax", reason="jax not installed: the FFI plumbing tests need it")
+jnp = pytest.importorskip("jax.numpy")
+
+from fp8gemm import xla_ffi  # noqa: E402
+
+_seen = []
+
+
+def _host(buf, ctype=ctypes.c_float):
+    n = int(np.prod(buf.shape)) if buf.shape else 1
+    return np.ctypeslib.as_array(ctypes.cast(buf.ptr, ctypes.POINTER(ctype)), shape=(n,)).reshape(buf.shape)
+
+
+def _axpy(call):
+    _seen.append([(b.dtype, b.shape) for b in call.args + call.rets])
+    x, y = (_host(b) for b in call.args)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
+    _host(call.rets[0])[...] = 2 * x + y
+
+
+def _boom(call):
+    raise ZeroDivisionError("planted failure")
+
+
+xla_ffi.register("fp8gemm_test_axpy", _axpy, "cpu")
+xla_ffi.register("fp8gemm_test_boom", _boom, "cpu")
+
+
+def axpy(x, y):
+    return jax.ffi.ffi_call("fp8gemm_test_axpy", jax.ShapeDtypeStruct(x.shape, x.dtype),
+                            vmap_method="sequential")(x, y)
+
+
+def test_handler_runs_under_jit_with_buffers_and_dims():
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    y = jnp.full((3, 4), 0.5, jnp.float32)
+    _seen.clear()
+    out = jax.jit(axpy)(x, y)
+    np.testing.assert_array_equal(np.asarray(out), 2 * np.asarray(x) + 0.5)
+    assert _seen == [[("float32", (3, 4))] * 3]
+
+
+def test_vmap_runs_each_batch_member():
+    x = jnp.arange(24, dtype=jnp.float32).reshape(2, 3, 4)
+    y = jnp.ones((2, 3, 4), jnp.float32)
+    _seen.clear()
+    out = jax.jit(jax.vmap(axpy))(x, y)
+    np.testing.assert_array_equal(np.asarray(out), 2 * np.asarray(x) + 1)
+    assert len(_seen) == 2 and _seen[0][0] == ("float32", (3, 4))
+
+
+def test_python_exceptions_become_xla_errors_with_their_message():
+    with pytest.raises(Exception, match="INVALID_ARGUMENT.*x and y differ in shape"):
+        jax.block_until_ready(jax.jit(axpy)(jnp.ones((3, 4), jnp.float32), jnp.ones((3, 5), jnp.float32)))
+    boom = jax.ffi.ffi_call("fp8gemm_test_boom", jax.ShapeDtypeStruct((2,), jnp.float32))
+    with pytest.raises(Exception, match="INTERNAL.*ZeroDivisionError: planted failure"):
+        jax.block_until_ready(jax.jit(boom)(jnp.ones((2,), jnp.float32)))
+
+
+def test_dtype_codes_cover_the_operands():
+    assert xla_ffi.DTYPES[20] == "float8_e4m3fn" and xla_ffi.DTYPES[16] == "bfloat16"
+    assert xla_ffi.DTYPES[11] == "float32" and xla_ffi.DTYPES[6] == "uint8"
+
+
+def _operands(m=8, n=256, k=512):
+    a = jnp.zeros((m, k), jnp.float8_e4m3fn)
+    b = jnp.zeros((n, k), jnp.float8_e4m3fn)
+    return a, b, jnp.ones((m, k // 128), jnp.float32), jnp.ones((n // 128, k // 128), jnp.float32)
+
+
+def test_fp8gemm_jax_matmul_shapes_and_lowering():
+    import fp8gemm.jax as fj
+    a, b, sa, sb = _operands()
+    res = jax.eval_shape(fj.matmul, a, b, sa, sb)
+    assert res.shape == (8, 256) and res.dtype == jnp.bfloat16
+    res32 = jax.eval_shape(lambda *x: fj.matmul(*x, out_dtype="float32"), a, b, sa, sb)
+    assert res32.dtype == jnp.float32
+    text = jax.jit(fj.matmul).lower(a, b, sa, sb).as_text()
+    assert fj.TARGET in text
+    with pytest.raises(ValueError, match="a and b must share K"):
+        fj.matmul(a, jnp.zeros((256, 256), jnp.float8_e4m3fn), sa, sb)
+    with pytest.raises(ValueError, match="out_dtype must be one of"):
+        fj.matmul(a, b, sa, sb, out_dtype="int8")
