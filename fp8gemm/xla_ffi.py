@@ -154,9 +154,29 @@ class FfiError(RuntimeError):
     pass
 
 
+class ErrorGetMessageArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("error", c_void_p),
+                ("message", c_char_p)]
+
+
+class ErrorDestroyArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p), ("error", c_void_p)]
+
+
+_ERROR_GET_MESSAGE = ctypes.CFUNCTYPE(None, POINTER(ErrorGetMessageArgs))
+_ERROR_DESTROY = ctypes.CFUNCTYPE(None, POINTER(ErrorDestroyArgs))
+
+
 def _check(api: Api, error, what: str) -> None:
-    if error:
-        raise FfiError(f"{what} failed")
+    """Raise FfiError with XLA's message if an API call returned an error (which we then own and
+    destroy)."""
+    if not error:
+        return
+    msg = ErrorGetMessageArgs(ctypes.sizeof(ErrorGetMessageArgs), None, error, None)
+    _ERROR_GET_MESSAGE(api.Error_GetMessage)(ctypes.byref(msg))
+    text = (msg.message or b"").decode("utf-8", "replace")
+    _ERROR_DESTROY(api.Error_Destroy)(ctypes.byref(ErrorDestroyArgs(ctypes.sizeof(ErrorDestroyArgs), None, error)))
+    raise FfiError(f"{what} failed: {text}")
 
 
 def _error(api_ptr, message: str, code: int) -> int:

@@ -31,8 +31,20 @@ def _boom(call):
     raise ZeroDivisionError("planted failure")
 
 
+_probe = {}
+
+
+def _probe_context(call):
+    try:
+        _probe["stream"] = call.stream()
+    except xla_ffi.FfiError as exc:
+        _probe["stream_error"] = str(exc)
+    _probe["device"] = call.device()
+
+
 xla_ffi.register("fp8gemm_test_axpy", _axpy, "cpu")
 xla_ffi.register("fp8gemm_test_boom", _boom, "cpu")
+xla_ffi.register("fp8gemm_test_probe", _probe_context, "cpu")
 
 
 def axpy(x, y):
@@ -64,6 +76,16 @@ def test_python_exceptions_become_xla_errors_with_their_message():
     boom = jax.ffi.ffi_call("fp8gemm_test_boom", jax.ShapeDtypeStruct((2,), jnp.float32))
     with pytest.raises(Exception, match="INTERNAL.*ZeroDivisionError: planted failure"):
         jax.block_until_ready(jax.jit(boom)(jnp.ones((2,), jnp.float32)))
+
+
+def test_execution_context_queries():
+    """DeviceOrdinal_Get answers on every platform; Stream_Get has no stream on the CPU, and its
+    XLA error comes back as FfiError with XLA's message (the error object is destroyed)."""
+    probe = jax.ffi.ffi_call("fp8gemm_test_probe", jax.ShapeDtypeStruct((1,), jnp.float32))
+    _probe.clear()
+    jax.block_until_ready(jax.jit(probe)(jnp.ones((1,), jnp.float32)))
+    assert _probe["device"] == 0
+    assert "XLA_FFI_Stream_Get failed" in _probe["stream_error"] and "not available" in _probe["stream_error"]
 
 
 def test_dtype_codes_cover_the_operands():
