@@ -13,7 +13,8 @@ from . import dlpack
 from .intake import JAX, TORCH
 
 _NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
-              "float32": np.dtype(np.float32)}
+              "float32": np.dtype(np.float32),
+              "float8_e4m3fn": np.dtype(np.uint8)}   # CuPy has no FP8 dtype: its bytes
 
 
 def _torch_stream(device: int) -> int:

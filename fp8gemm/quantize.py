@@ -12,6 +12,7 @@ import math
 from . import compiler, driver, output, reference
 from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, current_device
+from .validate import _collapse_rows as collapse_rows
 
 GROUP = 128
 THREADS = 256
@@ -42,18 +43,15 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
     k = t.shape[-1]
     rows = math.prod(t.shape[:-1])
-    ldx = t.strides[-2] if t.ndim >= 2 else k
+    ldx = k
     if rows > 0:             # an empty array's strides mean nothing (CuPy reports zeros)
         if t.strides[-1] != 1 and k > 1:
             raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
-        for i in range(t.ndim - 2):
-            if t.shape[i] > 1 and t.strides[i] != t.strides[i + 1] * t.shape[i + 1]:
-                raise ValueError(f"x's leading dimensions must collapse to rows of one stride "
-                                 f"(shape {t.shape}, strides {t.strides}); pass a contiguous array")
+        ldx = collapse_rows(t, "pass a contiguous array") or k
     groups = -(-k // GROUP)
     q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (groups,)
-    q, q_ptr = _alloc(framework, q_shape, "float8_e4m3fn", t.device)
-    s, s_ptr = _alloc(framework, s_shape, "float32", t.device)
+    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
+    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
     stream = stream_for(t.device)
     if rows > 0:
         warps = rows * groups
@@ -74,16 +72,3 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
                 output.finish(JAX, s, s_shape, "float32", t.device, stream))
     return q, s
 
-
-def _alloc(framework: str, shape: tuple, dtype: str, device: int):
-    """(array, pointer): torch tensors for torch callers, CuPy arrays otherwise (FP8 as uint8)."""
-    if framework == TORCH:
-        import torch
-
-        arr = torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{device}")
-        return arr, arr.data_ptr()
-    import cupy
-
-    with cupy.cuda.Device(device):
-        arr = cupy.empty(shape, dtype=cupy.uint8 if dtype == "float8_e4m3fn" else cupy.float32)
-    return arr, arr.data.ptr
