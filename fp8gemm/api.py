@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import output
 from .dispatch import Candidate, GemmDesc, is_valid, select, smem_bytes_of
-from .intake import CUPY, TORCH, framework_of, intake
+from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import plan, sm_count
 from .validate import check_block_size, out_row_stride, validate_gemm
 
@@ -30,7 +30,8 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     Returns the [..., N] result as the caller's kind of array (the framework of ``a``), ordered on
     the caller's current stream. M = 0 returns an empty result without a launch.
     """
-    check_block_size(block_size)
+    if type(block_size) is not tuple or block_size != (128, 128):
+        check_block_size(block_size)
     framework = framework_of(a)
     stream_for = output.stream_for_framework(framework)
 
@@ -85,27 +86,46 @@ MAX_PLANS = 4096
 _plans = {}    # input signature -> (GemmProblem, launch plan or None for M = 0, out= pointer or None)
 
 
-def _signature(x):
-    """What identifies a CuPy or torch array for the plan cache; None for anything else."""
-    mod = type(x).__module__
-    if mod.startswith("cupy"):
-        data = x.data
-        return (data.ptr, x.shape, x.strides, x.dtype, data.device_id)
-    if mod.startswith("torch"):
-        return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device)
-    return None
-
-
 def _plan_key(framework, out_dtype, *arrays):
-    sigs = tuple(_signature(x) for x in arrays)
-    if any(s is None for s in sigs):
+    """What identifies a call for the plan cache: the output dtype and, per array, its pointer,
+    shape, strides and dtype (pointers are unique across GPUs under unified addressing). None when
+    an array is not a CuPy / torch array of the caller's framework, or out_dtype is unhashable."""
+    if out_dtype is not None and type(out_dtype) is not str:
+        try:
+            hash(out_dtype)
+        except TypeError:          # an unhashable out_dtype: no caching, the slow path checks it
+            return None
+    key = [framework, out_dtype]
+    if framework == CUPY:
+        cls = _array_types.get(CUPY) or _array_type(CUPY)
+        for x in arrays:
+            if type(x) is not cls:
+                return None
+            key += (x.data.ptr, x.shape, x.strides, x.dtype)
+    elif framework == TORCH:
+        cls = _array_types.get(TORCH) or _array_type(TORCH)
+        for x in arrays:
+            if not isinstance(x, cls):
+                return None
+            key += (x.data_ptr(), x.shape, x.stride(), x.dtype)
+    else:
         return None
-    key = (framework, out_dtype, sigs)
-    try:
-        hash(key)
-    except TypeError:          # an unhashable out_dtype: no caching, the slow path checks it
-        return None
-    return key
+    return tuple(key)
+
+
+_array_types = {}
+
+
+def _array_type(framework):
+    if framework == CUPY:
+        import cupy
+
+        _array_types[CUPY] = cupy.ndarray
+    else:
+        import torch
+
+        _array_types[TORCH] = torch.Tensor
+    return _array_types[framework]
 
 
 def _execute(framework, stream_for, problem, runner, tout, out):
@@ -120,5 +140,7 @@ def _execute(framework, stream_for, problem, runner, tout, out):
         runner.run(out_ptr, stream_ptr)
     if tout is not None:
         return out
+    if framework != JAX:
+        return result
     return output.finish(framework, result, problem.out_shape, problem.out_dtype, problem.device,
                          stream_ptr)

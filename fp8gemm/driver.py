@@ -94,6 +94,37 @@ def memset_u32_async(ptr: int, value: int, count: int, stream: int) -> None:
     _check(lib().cuMemsetD32Async(ptr, value, count, stream), "cuMemsetD32Async")
 
 
+CUDA_ERROR_INVALID_CONTEXT = 201
+_raw_launch = None
+
+
+def launch_args(function: int, grid: int, block: int, smem_bytes: int) -> tuple:
+    """The leading cuLaunchKernel arguments of one kernel as ctypes objects, built once per plan
+    (see launch_prebuilt)."""
+    c_uint = ctypes.c_uint
+    return (ctypes.c_void_p(function), c_uint(grid), c_uint(1), c_uint(1), c_uint(block), c_uint(1),
+            c_uint(1), c_uint(smem_bytes))
+
+
+def launch_prebuilt(prefix: tuple, stream: int, params) -> int:
+    """cuLaunchKernel with arguments already converted (``prefix`` from launch_args, ``params`` a
+    ctypes array of argument pointers); returns the CUresult. NOTES: ctypes' per-call argtypes
+    conversion of 11 arguments is most of a Python launch's own cost (host overhead, issue 6)."""
+    global _raw_launch
+    fn = _raw_launch
+    if fn is None:
+        fn = lib()["cuLaunchKernel"]          # a second function object, without argtypes
+        fn.restype = ctypes.c_int
+        _raw_launch = fn
+    return fn(*prefix, ctypes.c_void_p(stream), params, None)
+
+
+def check_launch(rc: int, grid: int, block: int, smem_bytes: int) -> None:
+    if rc != 0:
+        raise RuntimeError(f"cuLaunchKernel failed: {error_name(rc)} (grid {grid}, block {block}, "
+                           f"{smem_bytes} B shared memory)")
+
+
 def launch(function: int, grid: int, block: int, smem_bytes: int, stream: int, params) -> None:
     """cuLaunchKernel of a 1-D grid; ``params`` is a ctypes array of argument pointers."""
     rc = lib().cuLaunchKernel(function, grid, 1, 1, block, 1, 1, smem_bytes, stream, params, None)

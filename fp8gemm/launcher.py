@@ -151,6 +151,8 @@ class GeneralPlan:
         self.grid = min(units, sm_count(p.device))
         self.smem_bytes = smem_bytes
         self.function = kern.kernel.ptr
+        self.launch_prefix = driver.launch_args(self.function, self.grid, GENERAL_THREADS, smem_bytes)
+        self._ws = (0, 0)             # the workspace the argument block holds
         self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
         self.params = KernelParams((
             ("desc", tmap_a), ("desc", tmap_b), ("desc", tma.ZERO_DESCRIPTOR),
@@ -167,7 +169,7 @@ class GeneralPlan:
         ws = counters = 0
         if self.splits > 1:
             ws, counters = split_workspace(self.device, stream_ptr, self.ws_floats, self.num_tiles)
-        with self._lock, current_device(self.device):     # one argument block per plan
+        with self._lock:              # one argument block per plan
             params = self.params
             # NOTES: a caller that drops each result gets the same block back from its pool, so
             # the output's slot and tensor map usually hold already (host overhead, issue 6).
@@ -178,11 +180,30 @@ class GeneralPlan:
                         out_ptr, self.m, self.n, self.ldc * self.esize, 64,
                         STORE_CHUNK_BYTES // self.esize, self.esize))
                 self._out_ptr = out_ptr
-            if ws:
+            if ws and (ws, counters) != self._ws:
                 params.set_u64(_ARG_WORKSPACE, ws)
                 params.set_u64(_ARG_COUNTERS, counters)
-            driver.launch(self.function, self.grid, GENERAL_THREADS, self.smem_bytes, stream_ptr,
-                          params.pointers)
+                self._ws = (ws, counters)
+            launch(self.device, self.launch_prefix, stream_ptr, params.pointers)
+
+
+def launch(device: int, prefix: tuple, stream_ptr: int, pointers) -> None:
+    """Launch a prebuilt kernel (driver.launch_args) on ``device``. The common case -- the caller's
+    device current, its context bound -- costs one cuLaunchKernel; a thread without a bound
+    context gets the device's primary context bound and the launch retried; another current
+    device is switched to and back."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == device:
+        rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+        if rc == driver.CUDA_ERROR_INVALID_CONTEXT:
+            cupy.cuda.runtime.setDevice(device)          # binds the primary context
+            rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+    else:
+        with current_device(device):
+            rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+    if rc != 0:
+        driver.check_launch(rc, prefix[1].value, prefix[4].value, prefix[7].value)
 
 
 class current_device:

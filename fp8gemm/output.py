@@ -44,11 +44,12 @@ def allocate(framework: str, shape: tuple, dtype: str, device: int):
         return t, t.data_ptr()
     import cupy
 
+    np_dtype = _NP_DTYPES[dtype]
     if cupy.cuda.runtime.getDevice() == device:
-        arr = cupy.empty(shape, dtype=_NP_DTYPES[dtype])
+        arr = cupy.empty(shape, np_dtype)
     else:
         with cupy.cuda.Device(device):
-            arr = cupy.empty(shape, dtype=_NP_DTYPES[dtype])
+            arr = cupy.empty(shape, np_dtype)
     return arr, arr.data.ptr
 
 

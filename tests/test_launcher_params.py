@@ -51,7 +51,8 @@ class FakeCupy:
         self.dtype, self.device = np.dtype(dtype), self._Dev()
 
 
-def test_plan_keys_tell_arrays_apart():
+def test_plan_keys_tell_arrays_apart(monkeypatch):
+    monkeypatch.setitem(api._array_types, "cupy", FakeCupy)      # stands in for cupy.ndarray
     a = FakeCupy(1 << 20, (4, 256), (256, 1), np.uint8)
     b = FakeCupy(2 << 20, (128, 256), (256, 1), np.uint8)
     sa = FakeCupy(3 << 20, (4, 2), (8, 4), np.float32)
@@ -63,6 +64,8 @@ def test_plan_keys_tell_arrays_apart():
     assert api._plan_key("cupy", "float32", a, b, sa, sb) != k1
     assert api._plan_key("cupy", None, a, b, sa, object()) is None   # not CuPy/torch: no cache
     assert api._plan_key("cupy", [1], a, b, sa, sb) is None          # unhashable out_dtype
+    assert api._plan_key("cupy", None, a, b, sa, sb, sb) != k1       # an out= array joins the key
+    assert api._plan_key("jax", None, a, b, sa, sb) is None          # only CuPy / torch callers
 
 
 def test_unusable_kernel_cache_compiles_in_memory_with_a_warning(monkeypatch):

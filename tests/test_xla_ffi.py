@@ -47,6 +47,14 @@ xla_ffi.register("fp8gemm_test_boom", _boom, "cpu")
 xla_ffi.register("fp8gemm_test_probe", _probe_context, "cpu")
 
 
+@pytest.fixture(autouse=True)
+def _on_cpu():
+    """The handlers above are registered for the CPU platform: on a GPU machine too, these tests
+    run there (jax's default device would be the GPU)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def axpy(x, y):
     return jax.ffi.ffi_call("fp8gemm_test_axpy", jax.ShapeDtypeStruct(x.shape, x.dtype),
                             vmap_method="sequential")(x, y)

@@ -1,11 +1,15 @@
-"""Profile the host path of fp8gemm.matmul (CuPy and torch callers): time per call and the top
-functions by own time. Usage: PYTHONPATH=. python tools/host_profile.py"""
+"""Profile the host path of fp8gemm.matmul (CuPy and torch callers): time per call, a breakdown
+by stage of the cached fast path, and the top functions by own time.
+
+    PYTHONPATH=. python tools/host_profile.py"""
 import cProfile
 import pstats
+import time
 
 import cupy
 
 import fp8gemm
+from fp8gemm import api, driver, launcher, output
 from fp8gemm.bench.cli import host_overhead_us
 from fp8gemm.testing import random_case
 
@@ -17,9 +21,31 @@ def loop(n, fn):
     return host_overhead_us(fn, calls=n)
 
 
-print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call")
+def runner_name(r):
+    return f"grid {r.grid}, splits {r.splits}, tma_store {r.tma_store}"
+
+
+def per_call_us(fn, calls=1000, batch=50):
+    """Host time per call, in batches of ``batch`` with a device sync between batches (outside
+    the timed part), so that the launch queue never fills and blocks the host."""
+    fn()
+    cupy.cuda.Device().synchronize()
+    total = 0.0
+    for _ in range(calls // batch):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        total += time.perf_counter() - t0
+        cupy.cuda.Device().synchronize()
+    return total / (calls // batch * batch) * 1e6
+
+
+print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call "
+      f"(batched: {per_call_us(lambda: fp8gemm.matmul(*args)):.1f})")
 out = cupy.empty((64, 4096), dtype=cupy.float16)
-print(f"cupy caller, out=: {loop(200, lambda: fp8gemm.matmul(*args, out=out)):.1f} us/call")
+print(f"cupy caller, out=: {loop(200, lambda: fp8gemm.matmul(*args, out=out)):.1f} us/call "
+      f"(batched: {per_call_us(lambda: fp8gemm.matmul(*args, out=out)):.1f})")
+print(f"  dispatch: {runner_name(api._plans[api._plan_key(api.CUPY, None, *args)][1])}")
 try:
     import torch
     targs = tuple(torch.from_dlpack(x) for x in args)
@@ -27,6 +53,31 @@ try:
     print(f"torch caller: {loop(200, lambda: fp8gemm.matmul(*targs)):.1f} us/call")
 except ImportError:
     pass
+
+# Stage breakdown of the cached fast path (each stage alone, in a loop; launches are real).
+key = api._plan_key(api.CUPY, None, *args)
+problem, runner, _ = api._plans[key]
+stream_for = output.stream_for_framework(api.CUPY)
+res, ptr = output.allocate(api.CUPY, problem.out_shape, problem.out_dtype, problem.device)
+sp = stream_for(0)
+rows = [
+    ("framework_of", lambda: api.framework_of(args[0])),
+    ("plan key (4 signatures)", lambda: api._plan_key(api.CUPY, None, *args)),
+    ("stream_for", lambda: stream_for(0)),
+    ("output.allocate", lambda: output.allocate(api.CUPY, problem.out_shape, problem.out_dtype, 0)),
+    ("runner.run (launch)", lambda: runner.run(ptr, sp)),
+    ("  launcher.launch", lambda: launcher.launch(0, runner.launch_prefix, sp, runner.params.pointers)),
+    ("  split_workspace", lambda: launcher.split_workspace(0, sp, runner.ws_floats, runner.num_tiles)),
+    ("driver.launch alone", lambda: driver.launch(runner.function, runner.grid, 384, runner.smem_bytes, sp,
+                                                  runner.params.pointers)),
+    ("cupy.empty fp16", lambda: cupy.empty((64, 4096), dtype=cupy.float16)),
+    ("cupy.empty bf16", lambda: cupy.empty((64, 4096), dtype=output._NP_DTYPES["bfloat16"])),
+    ("driver.has_context", driver.has_context),
+    ("cupy getDevice", cupy.cuda.runtime.getDevice),
+]
+for name, fn in rows:
+    print(f"  {name:28} {per_call_us(fn, 1000):6.2f} us")
+    cupy.cuda.Device().synchronize()
 prof = cProfile.Profile()
 prof.enable()
 for _ in range(200):
