@@ -16,6 +16,8 @@ from .validate import _collapse_rows as collapse_rows
 
 GROUP = 128
 THREADS = 256
+MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
+BIG_INPUT_GROUPS = 132 * 32 * 8   # SMs x resident warps (54 registers: 4 blocks of 8) x 8 groups
 _IN_TYPES = {"bfloat16": 0, "float16": 1, "float32": 2}
 _VARIANT = "quantize_per_token_group"
 
@@ -33,8 +35,10 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         return reference.quantize_per_token_group(x, group_size, eps)      # NumPy and friends: host
     if group_size != GROUP:
         raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a positive finite number (got {eps!r})")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
+        raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
+                         f"eps / 448 must stay normal float32 values, because the kernels are compiled "
+                         f"flush-to-zero")
     stream_for = output.stream_for_framework(framework)
     t = intake(x, "x", stream_for)
     if t.dtype not in _IN_TYPES:
@@ -54,12 +58,15 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
     stream = stream_for(t.device)
     if rows > 0:
-        warps = rows * groups
+        vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
+        # kernels_cu/quantize_per_token_group.cu: the vector path takes 2 * loads groups per warp
+        # (loads = 4 once there are enough groups to fill every SM that way), the element path 1.
+        loads = (4 if rows * groups >= BIG_INPUT_GROUPS else 1) if vector else 0
+        warps = -(-rows * groups // (2 * loads)) if loads else rows * groups
         blocks = -(-warps * 32 // THREADS)
         if blocks > 2**31 - 1:
-            raise ValueError(f"x has too many rows x groups ({warps}) for one launch")
-        vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
-        kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], "true" if vector else "false"), 0)
+            raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
+        kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
         params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
                                ("u32", rows), ("u32", k), ("f32", eps)))
         with current_device(t.device):

@@ -7,9 +7,13 @@
 // NaN gets a NaN scale and NaN codes, as NumPy's max gives). The scales come out row-major
 // [rows, ceil(K/128)], the layout the GEMM reads in place.
 //
-// One warp per (row, group), 4 consecutive values per lane. kVector (K % 128 == 0, x 16-byte
-// aligned with a row stride of a multiple of 8 elements): one 8- or 16-byte load and one 4-byte
-// store per lane; otherwise element-wise with bounds checks (K tails, odd strides).
+// The vector path (K % 128 == 0, x 16-byte aligned with a row stride of a multiple of 8 elements): a
+// half-warp per group, 8 consecutive values per lane (16-byte loads, 8-byte stores), and each warp
+// takes 2 * kLoads groups with all its loads issued before any reduction, so that enough bytes
+// are in flight to stream at memory speed (one group per warp kept only ~16 KB per SM in flight:
+// 1.7 TB/s, bench/NOTES.md). The division by the scale is exact without a divide per value
+// (div_scale). Otherwise one warp per (row, group), 4 values per lane, element-wise
+// with bounds checks (K tails, odd strides).
 #include "common/types.cuh"
 
 namespace fp8gemm {
@@ -23,16 +27,22 @@ __device__ __forceinline__ float nan_max(float a, float b) {
     return (a > b || a != a) ? a : b;      // NaN wins, like NumPy's max
 }
 
-template <int kInType>   // 0 bfloat16, 1 float16, 2 float32
-__device__ __forceinline__ float load_one(const void* base, int64_t index) {
+/// A bf16 (kInType 0) or fp16 (1) bit pattern -> float, exactly.
+template <int kInType>
+__device__ __forceinline__ float from_bits16(uint16_t bits) {
     if constexpr (kInType == 0) {
-        const uint32_t bits = static_cast<const uint16_t*>(base)[index];
-        return __uint_as_float(bits << 16);
-    } else if constexpr (kInType == 1) {
-        const uint16_t bits = static_cast<const uint16_t*>(base)[index];
+        return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+    } else {
         float v;
         asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(bits));
         return v;
+    }
+}
+
+template <int kInType>   // 0 bfloat16, 1 float16, 2 float32
+__device__ __forceinline__ float load_one(const void* base, int64_t index) {
+    if constexpr (kInType != 2) {
+        return from_bits16<kInType>(static_cast<const uint16_t*>(base)[index]);
     } else {
         return static_cast<const float*>(base)[index];
     }
@@ -44,9 +54,47 @@ __device__ __forceinline__ uint16_t to_e4m3x2(float lo, float hi) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
     return packed;
 }
+
+constexpr uint32_t kVecPerLane = 8;                         // values per lane, vector path
+
+/// x / s rounded to nearest as IEEE division does, for the group's scale s with rcp = RN(1/s):
+/// q0 = RN(x * rcp) is within 1 ulp, r = x - s * q0 is exact (FMA), RN(q0 + r * rcp) is the
+/// correctly rounded quotient (Markstein). Needs no underflow in r: ``fast`` holds for
+/// 2^-80 <= s <= 2^100; other scales (tiny eps, Inf, NaN) take the IEEE division.
+__device__ __forceinline__ float div_scale(float x, float s, float rcp, bool fast) {
+    if (fast) {
+        const float q0 = __fmul_rn(x, rcp);
+        const float r = __fmaf_rn(-q0, s, x);
+        return __fmaf_rn(r, rcp, q0);
+    }
+    return __fdiv_rn(x, s);
+}
+
+__device__ __forceinline__ bool div_scale_fast(float s) { return s >= 0x1p-80f && s <= 0x1p100f; }
+
+/// Eight values of the vector path: one 16-byte load (two for fp32).
+template <int kInType>
+__device__ __forceinline__ void load8(const void* x, int64_t index, float (&v)[kVecPerLane]) {
+    if constexpr (kInType == 2) {
+        const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(x) + index);
+        const float4 t0 = p[0], t1 = p[1];
+        v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
+        v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
+    } else {
+        const uint4 t = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + index);
+        const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = from_bits16<kInType>(static_cast<uint16_t>(w[i] & 0xFFFFu));
+            v[2 * i + 1] = from_bits16<kInType>(static_cast<uint16_t>(w[i] >> 16));
+        }
+    }
+}
 }  // namespace quant
 
-template <int kInType, bool kVector>
+// kLoads = 0: the element path; 1 or 4: the vector path with that many groups in flight per
+// half-warp (4 for big inputs; 1 when there are too few groups to fill the GPU that way).
+template <int kInType, int kLoads>
 __global__ void __launch_bounds__(256)
 quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      // [rows, k], ldx elements
                                 uint8_t* __restrict__ q,                       // [rows, k] compact
@@ -54,6 +102,55 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
                                 uint32_t rows, uint32_t k, float eps) {
     using namespace quant;
     const uint32_t groups = (k + kGroup - 1) / kGroup;
+    if constexpr (kLoads > 0) {
+        constexpr uint32_t kVecLoads = kLoads;
+        constexpr uint32_t kGroupsPerWarp = 2 * kVecLoads;      // quantize.py: warps = ceil(groups / this)
+        const uint64_t total = static_cast<uint64_t>(rows) * groups;
+        const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+        const uint32_t lane = threadIdx.x % 32;
+        const uint32_t half = lane / 16, hl = lane % 16;
+        float v[kVecLoads][kVecPerLane];
+        uint64_t gi[kVecLoads];
+#pragma unroll
+        for (uint32_t j = 0; j < kVecLoads; ++j) {       // every load first
+            gi[j] = warp * kGroupsPerWarp + 2 * j + half;
+            if (gi[j] < total) {
+                const uint64_t row = gi[j] / groups;
+                const uint32_t c0 = static_cast<uint32_t>(gi[j] % groups) * kGroup + hl * kVecPerLane;
+                load8<kInType>(x, static_cast<int64_t>(row) * ldx + c0, v[j]);
+            } else {
+#pragma unroll
+                for (uint32_t i = 0; i < kVecPerLane; ++i) v[j][i] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < kVecLoads; ++j) {
+            float amax = 0.0f;
+#pragma unroll
+            for (uint32_t i = 0; i < kVecPerLane; ++i) amax = nan_max(amax, fabsf(v[j][i]));
+#pragma unroll
+            for (uint32_t off = 8; off > 0; off >>= 1)        // within the half-warp
+                amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            const float s = __fdiv_rn(nan_max(amax, eps), kFp8Max);
+            const float rcp = __frcp_rn(s);
+            const bool fast = div_scale_fast(s);
+            uint32_t packed[2];
+#pragma unroll
+            for (uint32_t w = 0; w < 2; ++w) {
+                const uint16_t lo = to_e4m3x2(div_scale(v[j][4 * w], s, rcp, fast),
+                                              div_scale(v[j][4 * w + 1], s, rcp, fast));
+                const uint16_t hi = to_e4m3x2(div_scale(v[j][4 * w + 2], s, rcp, fast),
+                                              div_scale(v[j][4 * w + 3], s, rcp, fast));
+                packed[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+            }
+            if (gi[j] < total) {
+                // q is compact [rows, k] and k % 128 == 0: group gi starts at byte gi * 128.
+                *reinterpret_cast<uint2*>(q + gi[j] * kGroup + hl * kVecPerLane) = make_uint2(packed[0], packed[1]);
+                if (hl == 0) scale[gi[j]] = s;
+            }
+        }
+        return;
+    }
     const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     const uint32_t lane = threadIdx.x % 32;
     if (warp >= static_cast<uint64_t>(rows) * groups) return;      // whole warps leave together
@@ -63,21 +160,8 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
     const int64_t in0 = static_cast<int64_t>(row) * ldx + c0;
 
     float v[kPerLane];
-    if constexpr (kVector) {
-        if constexpr (kInType == 2) {
-            const float4 t = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + in0);
-            v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-        } else {
-            const uint2 t = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + in0);
-            const uint16_t h[4] = {static_cast<uint16_t>(t.x & 0xFFFFu), static_cast<uint16_t>(t.x >> 16),
-                                   static_cast<uint16_t>(t.y & 0xFFFFu), static_cast<uint16_t>(t.y >> 16)};
 #pragma unroll
-            for (uint32_t i = 0; i < kPerLane; ++i) v[i] = load_one<kInType>(h, i);
-        }
-    } else {
-#pragma unroll
-        for (uint32_t i = 0; i < kPerLane; ++i) v[i] = c0 + i < k ? load_one<kInType>(x, in0 + i) : 0.0f;
-    }
+    for (uint32_t i = 0; i < kPerLane; ++i) v[i] = c0 + i < k ? load_one<kInType>(x, in0 + i) : 0.0f;
 
     float amax = 0.0f;
 #pragma unroll
@@ -86,18 +170,16 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
     for (uint32_t off = 16; off > 0; off >>= 1) amax = nan_max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     const float s = __fdiv_rn(nan_max(amax, eps), kFp8Max);
 
-    const uint16_t p01 = to_e4m3x2(__fdiv_rn(v[0], s), __fdiv_rn(v[1], s));
-    const uint16_t p23 = to_e4m3x2(__fdiv_rn(v[2], s), __fdiv_rn(v[3], s));
+    const float rcp = __frcp_rn(s);
+    const bool fast = div_scale_fast(s);
+    const uint16_t p01 = to_e4m3x2(div_scale(v[0], s, rcp, fast), div_scale(v[1], s, rcp, fast));
+    const uint16_t p23 = to_e4m3x2(div_scale(v[2], s, rcp, fast), div_scale(v[3], s, rcp, fast));
     const int64_t out0 = static_cast<int64_t>(row) * k + c0;
-    if constexpr (kVector) {
-        *reinterpret_cast<uint32_t*>(q + out0) = static_cast<uint32_t>(p01) | (static_cast<uint32_t>(p23) << 16);
-    } else {
-        const uint8_t codes[kPerLane] = {static_cast<uint8_t>(p01 & 0xFFu), static_cast<uint8_t>(p01 >> 8),
-                                         static_cast<uint8_t>(p23 & 0xFFu), static_cast<uint8_t>(p23 >> 8)};
+    const uint8_t codes[kPerLane] = {static_cast<uint8_t>(p01 & 0xFFu), static_cast<uint8_t>(p01 >> 8),
+                                     static_cast<uint8_t>(p23 & 0xFFu), static_cast<uint8_t>(p23 >> 8)};
 #pragma unroll
-        for (uint32_t i = 0; i < kPerLane; ++i)
-            if (c0 + i < k) q[out0 + i] = codes[i];
-    }
+    for (uint32_t i = 0; i < kPerLane; ++i)
+        if (c0 + i < k) q[out0 + i] = codes[i];
     if (lane == 0) scale[static_cast<int64_t>(row) * groups + g] = s;
 }
 

@@ -10,6 +10,8 @@ from fp8gemm.dispatch import Candidate, explain, is_valid, select, smem_bytes_of
 from fp8gemm.dispatch.selector import GemmDesc, MAX_SMEM_PER_BLOCK, load_table
 from fp8gemm import hw
 
+NO_TABLE = "no-such-gpu"     # a table name with no file: every shape takes the shape-based fallback
+
 
 def test_constants_mirror_hw():
     assert MAX_SMEM_PER_BLOCK == hw.MAX_SMEM_PER_BLOCK
@@ -35,9 +37,9 @@ def units(m, n, c):
 
 
 def test_small_n_gets_a_narrow_tile():
-    assert select(256, 8, 256).block_n == 16
-    assert select(256, 40, 256).block_n <= 64
-    assert select(4096, 4096, 256).block_n == 128
+    assert select(256, 8, 256, gpu=NO_TABLE).block_n == 16
+    assert select(256, 40, 256, gpu=NO_TABLE).block_n <= 64
+    assert select(4096, 4096, 256, gpu=NO_TABLE).block_n == 128
 
 
 def test_split_k_never_exceeds_one_wave():
@@ -91,20 +93,22 @@ def test_invalid_candidates_rejected():
 def test_explain_names_the_choice():
     s = explain(4096, 4096, 4096)
     assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s
-    assert "swap-AB" in explain(1, 4096, 4096)
+    assert "swap_ab=True" in explain(1, 4096, 4096)
+    assert "swap-AB" in explain(1, 4096, 4096, gpu=NO_TABLE)        # the fallback says why
 
 
 def test_split_k_for_small_m_long_k():
-    c = select(16, 4096, 4096)
+    c = select(16, 4096, 4096, gpu=NO_TABLE)
     assert c.splits > 1 and units(16, 4096, c) <= 132
-    assert select(16, 4096, 256).splits == 1          # too few K blocks to share
-    assert select(4096, 4096, 4096).splits == 1       # the tiles fill the GPU
-    assert select(16, 4096, 4096, num_sms=66).splits <= 2
+    assert select(16, 4096, 256, gpu=NO_TABLE).splits == 1          # too few K blocks to share
+    assert select(4096, 4096, 4096, gpu=NO_TABLE).splits == 1       # the tiles fill the GPU
+    assert select(16, 4096, 4096, num_sms=66, gpu=NO_TABLE).splits <= 2
 
 
 def test_swap_ab_for_few_tokens():
+    """The fallback's rule (no table): swap-AB up to 64 tokens, the plain orientation above."""
     for m in (1, 8, 9, 33, 64):
-        c = select(m, 4096, 4096)
+        c = select(m, 4096, 4096, gpu=NO_TABLE)
         assert c.swap_ab and c.block_n in (8, 16, 32, 64)
-    assert not select(65, 4096, 4096).swap_ab
+    assert not select(65, 4096, 4096, gpu=NO_TABLE).swap_ab
     assert not is_valid(GemmDesc(8, 4096, 4096), Candidate("sm90_fp8_gemm_general", block_n=128, swap_ab=True))

@@ -63,6 +63,36 @@ def test_bit_exact_against_reference(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_bit_exact_big_input_and_extreme_scales(dtype):
+    """Enough groups (301 x 119, not a multiple of the 8 groups a warp takes) for the 4-loads
+    vector path, rows scaled over 2^-135..2^120 -- scales inside the exact reciprocal division's
+    range and outside it (eps at its floor 2^-100, an Inf, a NaN) -- bit for bit. An eps below the
+    floor is refused: CuPy compiles flush-to-zero, so subnormal scales would flush to 0."""
+    import cupy
+    import torch
+    from fp8gemm import quantize
+    rows, k = 301, 128 * 119
+    assert rows * (k // 128) >= quantize.BIG_INPUT_GROUPS and rows * (k // 128) % 8
+    rng = np.random.default_rng(17)
+    xh = rng.standard_normal((rows, k)) * np.exp2(rng.integers(-135, 121, size=(rows, 1)).astype(np.float64))
+    xh[7, 1000] = np.inf
+    xh[8, 2000] = -np.inf
+    xh[9, 3000] = np.nan
+    xh = xh.astype(NP_DTYPES[dtype])
+    t = torch.from_dlpack(cupy.asarray(xh.view(np.int16) if dtype != "float32" else xh))
+    t = t.view(getattr(torch, dtype)) if dtype != "float32" else t
+    with pytest.raises(ValueError, match="eps must be"):
+        fp8gemm.quantize_per_token_group(t, eps=1e-45)
+    q, s = fp8gemm.quantize_per_token_group(t, eps=2.0**-100)
+    eq, es = reference.quantize_per_token_group(xh.astype(np.float32), eps=2.0**-100)
+    got = as_bytes(q)
+    nan = np.isnan(eq.astype(np.float32))          # NaN codes: any NaN encoding (0x7F / 0xFF)
+    assert nan.any() and np.array_equal(np.isnan(got.view(reference.FP8_E4M3).astype(np.float32)), nan)
+    np.testing.assert_array_equal(got[~nan], eq.view(np.uint8)[~nan])
+    np.testing.assert_array_equal(to_host(s), es)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_strided_and_unaligned_rows(dtype):
     """Rows inside a wider buffer (row stride > K), and a view starting 4 elements in (not 16-byte
     aligned): the element-wise path, same values."""
@@ -155,5 +185,5 @@ def test_empty_rows_and_bad_input():
         fp8gemm.quantize_per_token_group(x, group_size=64)
     with pytest.raises(ValueError, match="contiguous along its last dimension"):
         fp8gemm.quantize_per_token_group(x.t())
-    with pytest.raises(ValueError, match="eps must be a positive finite"):
+    with pytest.raises(ValueError, match=r"eps must be a finite number >= 2\*\*-100"):
         fp8gemm.quantize_per_token_group(x, eps=0.0)

@@ -75,6 +75,17 @@ rows = [
     ("driver.has_context", driver.has_context),
     ("cupy getDevice", cupy.cuda.runtime.getDevice),
 ]
+# A small kernel's launch for comparison (the quantizer: 7 scalar arguments, no shared memory).
+from fp8gemm import compiler, quantize  # noqa: E402
+xq = cupy.ones((1, 128), dtype=cupy.float32)
+qq, sq = quantize.quantize_per_token_group(xq)
+qk = compiler.get_kernel(0, "quantize_per_token_group", (2, 1), 0)
+qparams = launcher.KernelParams((("u64", xq.data.ptr), ("i64", 128), ("u64", qq.data.ptr), ("u64", sq.data.ptr),
+                                 ("u32", 1), ("u32", 128), ("f32", 1e-10)))
+qprefix = driver.launch_args(qk.kernel.ptr, 1, 256, 0)
+rows.append(("small kernel: launch_prebuilt", lambda: driver.launch_prebuilt(qprefix, sp, qparams.pointers)))
+rows.append(("general: launch_prebuilt", lambda: driver.launch_prebuilt(runner.launch_prefix, sp,
+                                                                         runner.params.pointers)))
 for name, fn in rows:
     print(f"  {name:28} {per_call_us(fn, 1000):6.2f} us")
     cupy.cuda.Device().synchronize()

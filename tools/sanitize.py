@@ -21,12 +21,41 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (130, 200, 2064, "float16", Candidate(G, 32, 4, 8, splits=4), "split-K, direct store"),
     (100, 256, 272, "bfloat16", Candidate(G, 64, 4, 8, splits=4), "empty K splits"),
     (5, 300, 1040, "bfloat16", Candidate(G, 8, 4, 8, splits=3, swap_ab=True), "swap-AB split-K"),
+    (37, 200, 528, "float32", Candidate(G, 16, 4, 8, swap_ab=True), "swap-AB, fine promotion"),
+    (3, 1000, 2064, "float16", Candidate(G, 16, 3, 1, splits=16), "split-K, 16 splits, N tail"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
 ]
 
 
-def main() -> int:
+def quantizer_cases() -> int:
+    """The activation quantizer's vector path (K % 128 == 0) and element path (K tail), every input
+    dtype, against the host reference bit for bit."""
+    import numpy as np
     bad = 0
+    for rows, k, dt in [(37, 1024, cupy.float16), (5, 200, cupy.float32), (64, 7168, cupy.float32),
+                        (9, 384, "bfloat16")]:
+        x32 = cupy.random.default_rng(rows + k).standard_normal((rows, k), dtype=cupy.float32)
+        if dt == "bfloat16":      # CuPy has no bf16: go through torch
+            import torch
+            x = torch.from_dlpack(x32).to(torch.bfloat16)
+            host = x.float().cpu().numpy()
+        else:
+            x = x32.astype(dt)
+            host = x.get()
+        q, s = fp8gemm.quantize_per_token_group(x)
+        cupy.cuda.Device().synchronize()
+        rq, rs = reference.quantize_per_token_group(host.astype(np.float32))
+        qb = cupy.asarray(q).view(cupy.uint8).get() if not hasattr(q, "cpu") else q.view(torch.uint8).cpu().numpy()
+        sg = cupy.asarray(s).get() if not hasattr(s, "cpu") else s.cpu().numpy()
+        ok = np.array_equal(qb, rq.view(np.uint8)) and np.array_equal(sg, rs)
+        bad += not ok
+        print(f"{'ok  ' if ok else 'BAD '} quantize rows={rows} K={k} {np.dtype(dt).name if dt != 'bfloat16' else dt}",
+              flush=True)
+    return bad
+
+
+def main() -> int:
+    bad = quantizer_cases()
     for m, n, k, dt, cand, what in CASES:
         case = random_case(m, n, k, seed=m + n + k)
         out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dt, config=cand)
