@@ -146,22 +146,33 @@ def _stages(block_n: int, out_dtype: str, swap_ab: bool) -> int:
     return max(2, min(free // (per_stage + 16), GENERAL_MAX_STAGES))
 
 
+def _group_m(desc: GemmDesc, swap_ab: bool) -> int:
+    """Raster group (m-blocks per n-block sweep). NOTES: from the trace-wide tuner run (session 4,
+    bench/NOTES.md): group 1 won 78 of 108 swap-AB shapes (by up to 27% at M = 16-32, K = 4096)
+    and 41 of 60 plain shapes with M >= 1024 (by 1-6%), except at N = 8192 with K >= 1024, where
+    8-16 won; group 8 won every plain shape with M < 1024."""
+    if swap_ab:
+        return 1
+    return 1 if desc.m >= 1024 and (desc.n <= 4096 or desc.k <= 256) else 8
+
+
 def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
     """Up to 64 tokens: swap-AB; otherwise the plain orientation. In both, the tiling (block_n,
     splits) of least estimated time (general_cost; ties: the first tried). Then as many
-    stages as shared memory holds, at most 6 (independent of K: one instantiation serves all K).
+    stages as shared memory holds, at most 6 (independent of K: one instantiation serves all K),
+    and the raster group of _group_m.
     """
     k_blocks = -(-desc.k // GENERAL_BLOCK_K)
     if desc.m <= SWAP_MAX_M:
         _, block_n, tiles, splits = _best_tiling(desc.n, desc.m, desc.k, SWAP_FALLBACK_BLOCK_NS, num_sms)
         stages = _stages(block_n, desc.out_dtype, True)
-        return Candidate(GENERAL, block_n, stages, 8, splits, True,
+        return Candidate(GENERAL, block_n, stages, _group_m(desc, True), splits, True,
                          reason=f"fallback: swap-AB (M={desc.m} <= {SWAP_MAX_M}), token tile {block_n}, "
                                 f"splits={splits} for {tiles} tiles x {k_blocks} K blocks on {num_sms} SMs")
     block_ns = (16,) if desc.n <= 16 else (128, 64, 32, 16)
     _, block_n, tiles, splits = _best_tiling(desc.m, desc.n, desc.k, block_ns, num_sms)
     stages = _stages(block_n, desc.out_dtype, False)
-    return Candidate(GENERAL, block_n, stages, 8, splits,
+    return Candidate(GENERAL, block_n, stages, _group_m(desc, False), splits,
                      reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
                             f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
 

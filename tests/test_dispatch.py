@@ -112,3 +112,14 @@ def test_swap_ab_for_few_tokens():
         assert c.swap_ab and c.block_n in (8, 16, 32, 64)
     assert not select(65, 4096, 4096, gpu=NO_TABLE).swap_ab
     assert not is_valid(GemmDesc(8, 4096, 4096), Candidate("sm90_fp8_gemm_general", block_n=128, swap_ab=True))
+
+
+def test_fallback_raster_group_rule():
+    """Group 1 for swap-AB and for large M at N <= 4096 or K = 256, group 8 otherwise (the
+    trace-wide tuner run, bench/NOTES.md session 4; checked on unseen (N, K) by
+    tools/group_check.py)."""
+    assert select(16, 4096, 4096, gpu=NO_TABLE).group_m == 1          # swap-AB
+    assert select(4096, 4096, 4096, gpu=NO_TABLE).group_m == 1
+    assert select(8192, 8192, 256, gpu=NO_TABLE).group_m == 1
+    assert select(8192, 8192, 4096, gpu=NO_TABLE).group_m == 8
+    assert select(256, 4096, 4096, gpu=NO_TABLE).group_m == 8
