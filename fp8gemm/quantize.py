@@ -17,7 +17,9 @@ from .validate import _collapse_rows as collapse_rows
 GROUP = 128
 THREADS = 256
 MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
-BIG_INPUT_GROUPS = 132 * 32 * 8   # SMs x resident warps (54 registers: 4 blocks of 8) x 8 groups
+VECTOR_LOADS_BIG = 2             # groups in flight per half-warp on big inputs (tools/quant_bench.py:
+                                 # 1, 2, 4 gave 2.66, 2.77, 2.34 TB/s at 4096 x 7168 bf16)
+BIG_INPUT_GROUPS = 132 * 32 * 8   # groups from which 2 per half-warp still fill every SM
 _IN_TYPES = {"bfloat16": 0, "float16": 1, "float32": 2}
 _VARIANT = "quantize_per_token_group"
 
@@ -61,7 +63,7 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
         # kernels_cu/quantize_per_token_group.cu: the vector path takes 2 * loads groups per warp
         # (loads = 4 once there are enough groups to fill every SM that way), the element path 1.
-        loads = (4 if rows * groups >= BIG_INPUT_GROUPS else 1) if vector else 0
+        loads = (VECTOR_LOADS_BIG if rows * groups >= BIG_INPUT_GROUPS else 1) if vector else 0
         warps = -(-rows * groups // (2 * loads)) if loads else rows * groups
         blocks = -(-warps * 32 // THREADS)
         if blocks > 2**31 - 1:

@@ -92,8 +92,9 @@ __device__ __forceinline__ void load8(const void* x, int64_t index, float (&v)[k
 }
 }  // namespace quant
 
-// kLoads = 0: the element path; 1 or 4: the vector path with that many groups in flight per
-// half-warp (4 for big inputs; 1 when there are too few groups to fill the GPU that way).
+// kLoads = 0: the element path; > 0: the vector path with that many groups in flight per
+// half-warp (quantize.py: 2 for big inputs, measured best of 1/2/4; 1 when there are too few
+// groups to fill the GPU that way).
 template <int kInType, int kLoads>
 __global__ void __launch_bounds__(256)
 quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      // [rows, k], ldx elements

@@ -1,23 +1,40 @@
 """Device time of the GPU quantizer (CUPTI, L2 cold, median of 20) and its effective bandwidth:
-bytes read + written per call over the time. Usage: PYTHONPATH=. python tools/quant_bench.py"""
+bytes read + written per call over the time. Usage: PYTHONPATH=. python tools/quant_bench.py [--loads 1,2,4]  (groups in flight per half-warp
+on big inputs: each value is timed; the default is the shipped quantize.VECTOR_LOADS_BIG)"""
+import argparse
+
 import torch
 
 import fp8gemm
+from fp8gemm import quantize
 from fp8gemm.bench.timing import L2Flush, time_calls
 
 SHAPES = [(128, 7168), (4096, 7168), (16384, 4096)]
 
 
 def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--loads", default=str(quantize.VECTOR_LOADS_BIG))
+    args = p.parse_args()
     flush = L2Flush()
+    for loads in (int(v) for v in args.loads.split(",")):
+        quantize.VECTOR_LOADS_BIG = loads
+        print(f"loads per half-warp on big inputs: {loads}")
+        run(flush)
+
+
+def run(flush):
     for m, k in SHAPES:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        fns = {"fp8gemm": lambda x=x: fp8gemm.quantize_per_token_group(x)}
+        fns = {"fp8gemm": lambda x=x: fp8gemm.quantize_per_token_group(x), "clone": x.clone}
         fns["fp8gemm"]()
         torch.cuda.synchronize()
-        us = time_calls(fns, flush, 20)["fp8gemm"]
+        t = time_calls(fns, flush, 20)
+        us = t["fp8gemm"]
         moved = m * k * 2 + m * k + m * (-(-k // 128)) * 4
-        print(f"M={m:6} K={k:5} bf16: {us:8.2f} us  {moved / us / 1e3:7.1f} GB/s", flush=True)
+        copy_bw = 2 * m * k * 2 / t["clone"] / 1e3      # x.clone(): read + write of x, same run
+        print(f"M={m:6} K={k:5} bf16: {us:8.2f} us  {moved / us / 1e3:7.1f} GB/s "
+              f"(x.clone {copy_bw:6.1f} GB/s: {moved / us / 1e3 / copy_bw:.0%})", flush=True)
 
 
 if __name__ == "__main__":
