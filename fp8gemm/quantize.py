@@ -62,7 +62,8 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     if rows > 0:
         vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
         # kernels_cu/quantize_per_token_group.cu: the vector path takes 2 * loads groups per warp
-        # (loads = 4 once there are enough groups to fill every SM that way), the element path 1.
+        # (VECTOR_LOADS_BIG once there are enough groups to fill every SM that way, else 1), the
+        # element path 1.
         loads = (VECTOR_LOADS_BIG if rows * groups >= BIG_INPUT_GROUPS else 1) if vector else 0
         warps = -(-rows * groups // (2 * loads)) if loads else rows * groups
         blocks = -(-warps * 32 // THREADS)
