@@ -45,7 +45,8 @@ VARIANT_NAMES = ("dispatcher", "general", "general_split_k", "swap_ab", "swap_ab
 
 def configs(rng, desc):
     """(name, candidate) for the dispatcher (None) and every variant forced, where valid. Stages
-    and raster group are fixed (other tests cover them) to bound the number of compilations."""
+    are fixed (other tests cover them) and the raster group is 1 or 8 (the fallback's two
+    choices) to bound the number of compilations."""
     out = [("dispatcher", None)]
     k_blocks = -(-desc.k // 128)
     for swap in (False, True):
@@ -54,7 +55,7 @@ def configs(rng, desc):
             if split and k_blocks < 2:
                 continue                      # one K block: nothing to split
             splits = int(rng.integers(2, min(16, k_blocks) + 1)) if split else 1
-            c = Candidate(G, block_n, 4, 8, splits, swap)
+            c = Candidate(G, block_n, 4, int(rng.choice([1, 8])), splits, swap)
             name = ("swap_ab" if swap else "general") + ("_split_k" if split else "")
             if is_valid(desc, c):
                 out.append((name, c))
