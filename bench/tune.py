@@ -4,6 +4,7 @@
     fp8gemm-tune --m 1,64,4096 --n 4096 --k 4096    # a product of M, N, K values
     fp8gemm-tune --budget-minutes 10                # stop starting shapes after 10 minutes
     fp8gemm-tune --state tune-state.json            # resumable: finished shapes are not redone
+    fp8gemm-tune --k 256 --update                   # retune some shapes, keep the table's others
 
 Per shape: the candidates are the shape-based fallback's own choice plus a neighbourhood of it
 (orientation, block_n, K splits, stages, raster group), ranked by the fallback's time model and
@@ -28,7 +29,7 @@ from fp8gemm.dispatch import selector as sel
 from .cli import OURS_TOL, _int_list, resolve_shapes
 
 STATE_VERSION = 1
-ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab")
+ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab", "block_m")
 
 
 # ---- the search space (CPU) ---------------------------------------------------------------------
@@ -36,7 +37,7 @@ ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab")
 def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 16) -> list:
     """The fallback's choice first, then valid neighbours in order of the time model's estimate,
     at most ``limit`` in all (the fallback is always kept)."""
-    fallback = sel.general_fallback(desc, num_sms)
+    fallback = sel.fallback(desc, num_sms)
     k_blocks = -(-desc.k // sel.GENERAL_BLOCK_K)
     tilings = []   # (model us, swap_ab, block_n, splits)
     orientations = [False] + ([True] if desc.m <= 2 * sel.SWAP_MAX_M else [])
@@ -60,6 +61,12 @@ def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 
             seen.add(c.key())
             out.append(c)
 
+    if desc.k <= sel.SHORT_K_MAX_K:          # short-K tiles, most area first
+        for block_m in sel.SHORT_K_BLOCK_MS[::-1]:
+            for block_n in sel.SHORT_K_BLOCK_NS[::-1]:
+                if block_n <= max(16, 2 * desc.n):
+                    add(Candidate(sel.SHORT_K, block_n, 2, 1, 1, False, block_m))
+
     for i, (_, swap, block_n, splits) in enumerate(tilings):
         stages = sel._stages(block_n, desc.out_dtype, swap)
         add(Candidate(sel.GENERAL, block_n, stages, 8, splits, swap))
@@ -74,6 +81,14 @@ def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 
 
 
 # ---- the tuning loop (CPU logic; the GPU enters through time_fn and check_fn) -----------------
+
+def label(c: Candidate) -> str:
+    """A short name of a candidate for the state file, e.g. short_k 128x64 or general 128x32 s4 g8 k2."""
+    if c.variant == sel.SHORT_K:
+        return f"short_k {c.block_m}x{c.block_n}"
+    return (f"{'swap' if c.swap_ab else 'general'} {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
+            f" k{c.splits}")
+
 
 def shape_key(m: int, n: int, k: int, out_dtype: str) -> str:
     return f"{m},{n},{k},{out_dtype}"
@@ -126,7 +141,8 @@ def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: fl
         fallback_us = times.get(cands[0].key())
         ranked = sorted((c for c in cands if c.key() in times), key=lambda c: times[c.key()])
         result = {"m": m, "n": n, "k": k, "out_dtype": out_dtype, "fallback_us": fallback_us,
-                  "tried": len(cands)}
+                  "tried": len(cands),
+                  "times": {label(c): round(times[c.key()], 3) for c in cands if c.key() in times}}
         for c in ranked:
             err = check_fn(desc, c)
             if err <= OURS_TOL[out_dtype]:
@@ -145,13 +161,15 @@ def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: fl
     return state
 
 
-def table_from_state(state: dict, meta: dict) -> dict:
-    """The dispatch table (dispatch/<gpu>.json) of every tuned shape, sorted by (N, K, M)."""
-    entries = []
+def table_from_state(state: dict, meta: dict, keep: list | None = None) -> dict:
+    """The dispatch table (dispatch/<gpu>.json) of every tuned shape, sorted by (N, K, M); with
+    ``keep`` (an earlier table's entries), those of shapes this state did not tune stay."""
+    tuned = {(r["n"], r["k"], r["m"]) for r in state["results"].values()}
+    entries = [e for e in keep or [] if (e["n"], e["k"], e["m"]) not in tuned]
     for r in state["results"].values():
         if "failed" in r or r.get("out_dtype", "bfloat16") != "bfloat16":
             continue          # the table serves bf16 (and fp16: same smem); fp32 keeps the fallback
-        entries.append({"n": r["n"], "k": r["k"], "m": r["m"], **{f: r[f] for f in ENTRY_FIELDS},
+        entries.append({"n": r["n"], "k": r["k"], "m": r["m"], **{f: r.get(f, 128) if f == "block_m" else r[f] for f in ENTRY_FIELDS},
                         "us": round(r["us"], 3),
                         "fallback_us": None if r["fallback_us"] is None else round(r["fallback_us"], 3)})
     entries.sort(key=lambda e: (e["n"], e["k"], e["m"]))
@@ -211,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     p.add_argument("--out", type=Path, default=Path("dispatch") / "h200.json", help="table to write")
     p.add_argument("--state", type=Path, help="progress file (default: the table path + .state.json)")
+    p.add_argument("--update", action="store_true",
+                   help="keep the --out table's entries for shapes not tuned in this run")
     p.add_argument("--budget-minutes", type=float, help="start no new shape after this many minutes")
     p.add_argument("--max-candidates", type=int, default=16)
     p.add_argument("--iters", type=int, default=10, help="timed calls per candidate (median)")
@@ -252,7 +272,12 @@ def main(argv=None) -> int:
             "iters": args.iters, "max_candidates": args.max_candidates, "num_sms": num_sms,
             "timing": "L2-cold, CUPTI device time, median", "shapes_requested": len(shapes),
             "stopped": state.get("stopped")}
-    table = table_from_state(state, meta)
+    keep = None
+    if args.update and args.out.exists():
+        old = json.loads(args.out.read_text())
+        keep = old["entries"]
+        meta["kept_entries_from"] = old.get("generated")     # the run that tuned the kept entries
+    table = table_from_state(state, meta, keep)
     save_json(args.out, table)
     gains = [e["fallback_us"] / e["us"] for e in table["entries"] if e["fallback_us"]]
     failed = sum(1 for r in state["results"].values() if "failed" in r)

@@ -39,10 +39,12 @@ class Candidate:
     group_m: int = 8
     splits: int = 1          # K splits per output tile (deterministic in-kernel reduction)
     swap_ab: bool = False    # compute C^T = B A^T: weights on wgmma M, tokens (block_n) on wgmma N
+    block_m: int = 128       # tile rows (short-K: 64 or 128; the general kernel: always 128)
     reason: str = field(default="", compare=False)
 
     def key(self) -> tuple:
-        return (self.variant, self.block_n, self.stages, self.group_m, self.splits, self.swap_ab)
+        return (self.variant, self.block_n, self.stages, self.group_m, self.splits, self.swap_ab,
+                self.block_m)
 
 
 # ---- variant: sm90_fp8_gemm_general ------------------------------------------------------------
@@ -79,7 +81,7 @@ GENERAL_MAX_SPLITS = 16
 
 def general_is_valid(desc: GemmDesc, c: Candidate) -> bool:
     block_ns = SWAP_BLOCK_NS if c.swap_ab else GENERAL_BLOCK_NS
-    return (c.variant == GENERAL and c.block_n in block_ns and c.stages >= 2
+    return (c.variant == GENERAL and c.block_n in block_ns and c.stages >= 2 and c.block_m == GENERAL_BLOCK_M
             and c.group_m >= 1 and general_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
             and 1 <= c.splits <= GENERAL_MAX_SPLITS
             and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
@@ -177,7 +179,59 @@ def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
                             f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
 
 
-VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes)}
+# ---- variant: sm90_fp8_gemm_short_k -------------------------------------------------------------
+
+SHORT_K = "sm90_fp8_gemm_short_k"
+SHORT_K_MAX_K = 256                     # two 128-wide K blocks, both loaded at once
+SHORT_K_BLOCK_MS = (64, 128)            # one or two consumer warpgroups
+SHORT_K_BLOCK_NS = (16, 32, 64, 128)
+
+
+def short_k_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
+    """Both K blocks of A and B, the TMA-store staging of block_m / 64 warpgroups, 2 barriers
+    (sized for K = 256; a K <= 128 launch leaves the second block unused)."""
+    staging = general_staging_bytes(c.block_n, out_dtype) * c.block_m // GENERAL_BLOCK_M
+    return 1024 + 2 * (c.block_m + c.block_n) * GENERAL_BLOCK_K + staging + 16
+
+
+def short_k_is_valid(desc: GemmDesc, c: Candidate) -> bool:
+    return (c.variant == SHORT_K and c.block_m in SHORT_K_BLOCK_MS and c.block_n in SHORT_K_BLOCK_NS
+            and c.splits == 1 and not c.swap_ab
+            and short_k_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
+            and desc.m >= 1 and desc.n >= 1 and 16 <= desc.k <= SHORT_K_MAX_K and desc.k % 16 == 0)
+
+
+SHORT_K_MAX_TILES_PER_SM = 8    # beyond this many 64 x 64 tiles per SM the persistent kernel wins
+SHORT_K_MIN_TILES = 24          # narrower tiles below this many (more CTAs loading B at once)
+
+
+def short_k_takes(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> bool:
+    """K <= 256 and at most SHORT_K_MAX_TILES_PER_SM 64 x 64 tiles per SM. NOTES: from the K = 256
+    tuner run of session 5 (bench/NOTES.md v11): short-K beat the general kernel, swap-AB
+    included, on every trace shape up to 1056 such tiles (by 2-40%), and the persistent general
+    kernel (epilogue overlapped with the next tile's loads) won from 1536 tiles up."""
+    tiles = -(-desc.m // 64) * -(-desc.n // 64)
+    return desc.k <= SHORT_K_MAX_K and tiles <= SHORT_K_MAX_TILES_PER_SM * num_sms
+
+
+def short_k_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+    """64 x 64 tiles (narrower for N <= 32), halved in width (to 32, then 16) while fewer than
+    SHORT_K_MIN_TILES. NOTES:
+    64 x 64 won or came within 3% on 70 of the 88 K = 256 trace shapes; 64 x 16 won at N = 512
+    with M <= 128 (by 2-17%); two-warpgroup tiles (128 rows) lost nearly everywhere
+    (bench/NOTES.md v11)."""
+    block_n = 64 if desc.n > 32 else (32 if desc.n > 16 else 16)      # no wider than N needs
+    tiles = -(-desc.m // 64) * -(-desc.n // block_n)
+    while tiles < SHORT_K_MIN_TILES and block_n > 16:
+        block_n //= 2
+        tiles = -(-desc.m // 64) * -(-desc.n // block_n)
+    return Candidate(SHORT_K, block_n, 2, 1, 1, False, 64,
+                     reason=f"fallback: short-K (K={desc.k} <= {SHORT_K_MAX_K}), tile 64x{block_n}: "
+                            f"{tiles} tiles on {num_sms} SMs")
+
+
+VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes),
+            SHORT_K: (short_k_is_valid, short_k_smem_bytes)}
 
 
 def variants() -> tuple:
@@ -208,7 +262,8 @@ def load_table(gpu: str = "h200") -> dict:
     for entry in raw.get("entries", []):
         cand = Candidate(entry["variant"], int(entry.get("block_n", 128)), int(entry.get("stages", 6)),
                          int(entry.get("group_m", 8)), int(entry.get("splits", 1)),
-                         bool(entry.get("swap_ab", False)), reason=f"table {gpu}.json")
+                         bool(entry.get("swap_ab", False)), int(entry.get("block_m", 128)),
+                         reason=f"table {gpu}.json")
         table.setdefault((int(entry["n"]), int(entry["k"])), []).append((int(entry["m"]), cand))
     for rows in table.values():
         rows.sort(key=lambda r: r[0])
@@ -229,8 +284,20 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200
         if (tuned_m <= 2 * m and m <= 2 * tuned_m and is_valid(desc, cand)
                 and force_variant in (None, cand.variant)):
             return _report(desc, replace(cand, reason=f"{cand.reason}, tuned at M={tuned_m}"))
-    cand = general_fallback(desc, num_sms)
-    return _report(desc, cand)
+    return _report(desc, fallback(desc, num_sms, force_variant))
+
+
+def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
+    """The shape-based choice: short-K where short_k_takes, else the general kernel (plain or
+    swap-AB). ``force_variant`` picks the variant; SHORT_K needs K <= 256."""
+    use_short_k = short_k_takes(desc, num_sms)
+    if force_variant == SHORT_K:
+        if desc.k > SHORT_K_MAX_K:
+            raise ValueError(f"variant {SHORT_K} takes K <= {SHORT_K_MAX_K}, not K = {desc.k}")
+        use_short_k = True
+    elif force_variant == GENERAL:
+        use_short_k = False
+    return short_k_fallback(desc, num_sms) if use_short_k else general_fallback(desc, num_sms)
 
 
 _printed = set()
@@ -240,7 +307,7 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
     if os.environ.get("FP8GEMM_PRINT_CONFIG") == "1" and (desc, cand.key()) not in _printed:
         _printed.add((desc, cand.key()))
         print(f"fp8gemm: M={desc.m} N={desc.n} K={desc.k} {desc.out_dtype} -> {cand.variant} "
-              f"block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} splits={cand.splits} "
+              f"block_m={cand.block_m} block_n={cand.block_n} stages={cand.stages} group_m={cand.group_m} splits={cand.splits} "
               f"swap_ab={cand.swap_ab} ({cand.reason})")
     return cand
 
@@ -248,6 +315,6 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
 def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200") -> str:
     """A sentence saying which kernel a shape gets and why."""
     c = select(m, n, k, out_dtype, gpu)
-    return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_n={c.block_n} stages={c.stages} "
+    return (f"M={m} N={n} K={k} {out_dtype}: {c.variant} block_m={c.block_m} block_n={c.block_n} stages={c.stages} "
             f"group_m={c.group_m} splits={c.splits} swap_ab={c.swap_ab}, smem {smem_bytes(c, out_dtype)} B "
             f"-- {c.reason}")

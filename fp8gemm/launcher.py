@@ -108,6 +108,27 @@ class KernelParams:
         ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[index], bytes(desc), 128)
 
 
+def tma_store_ok(n: int, block_n: int, esize: int, ldc: int, out_aligned: bool) -> bool:
+    """Whether the epilogue may store C through TMA: a tile row is whole 128-byte swizzle chunks,
+    C's base and row pitch are 16-byte aligned, and a row of C (N elements) ends on a 16-byte
+    boundary. NOTES: the last condition because a TMA store clips a box at the tensor's inner
+    extent only to 16-byte granularity: with N * esize % 16 != 0 it also wrote the elements from
+    N up to the next 16-byte boundary, i.e. past the end of each row of an output view (found by
+    the NaN-poisoned border test at N = 300 bf16, session 5; triton-lang/triton#11583 reports the
+    same on H100)."""
+    return ((block_n * esize) % STORE_CHUNK_BYTES == 0 and out_aligned and (ldc * esize) % 16 == 0
+            and (n * esize) % 16 == 0)
+
+
+def gemm_args(tmap_a, tmap_b, p: GemmProblem, ldc: int) -> tuple:
+    """The arguments every GEMM kernel starts with, up to N: the tensor maps of A and B (the C map
+    and the output pointer are filled in per call), the scales with their strides, ldc, M, N."""
+    return (("desc", tmap_a), ("desc", tmap_b), ("desc", tma.ZERO_DESCRIPTOR),
+            ("u64", p.sa_ptr), ("i64", p.sa_stride_m), ("i64", p.sa_stride_k),
+            ("u64", p.sb_ptr), ("i64", p.sb_stride_n), ("i64", p.sb_stride_k),
+            ("u64", 0), ("i64", ldc), ("u32", p.m), ("u32", p.n))
+
+
 # Argument indices of sm90_fp8_gemm_general_kernel that change from call to call.
 _ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
 
@@ -118,15 +139,14 @@ class GeneralPlan:
 
     FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8 accumulation
     error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue stores through TMA
-    (kTmaStore) when C's base and row pitch are 16-byte aligned and a tile row is whole 128-byte
-    chunks; otherwise it stores from registers. Swap-AB runs the same kernel on C^T = B A^T
-    (weights 128 rows a tile, tokens block_n).
+    (kTmaStore) when tma_store_ok: C's base and row pitch 16-byte aligned, its rows ending on a
+    16-byte boundary, a tile row whole 128-byte chunks; otherwise it stores from registers.
+    Swap-AB runs the same kernel on C^T = B A^T (weights 128 rows a tile, tokens block_n).
     """
 
     def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
         esize = OUT_BYTES[p.out_dtype]
-        self.tma_store = (not cand.swap_ab and (cand.block_n * esize) % STORE_CHUNK_BYTES == 0
-                          and out_aligned and (ldc * esize) % 16 == 0)
+        self.tma_store = not cand.swap_ab and tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
         kern = compiler.get_kernel(p.device, cand.variant,
                                    (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
                                     "true" if p.out_dtype == "float32" else "false",
@@ -154,13 +174,8 @@ class GeneralPlan:
         self.launch_prefix = driver.launch_args(self.function, self.grid, GENERAL_THREADS, smem_bytes)
         self._ws = (0, 0)             # the workspace the argument block holds
         self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
-        self.params = KernelParams((
-            ("desc", tmap_a), ("desc", tmap_b), ("desc", tma.ZERO_DESCRIPTOR),
-            ("u64", p.sa_ptr), ("i64", p.sa_stride_m), ("i64", p.sa_stride_k),
-            ("u64", p.sb_ptr), ("i64", p.sb_stride_n), ("i64", p.sb_stride_k),
-            ("u64", 0), ("i64", ldc),
-            ("u32", p.m), ("u32", p.n), ("u32", p.k),
-            ("u32", self.splits), ("u64", 0), ("u64", 0)))
+        self.params = KernelParams(gemm_args(tmap_a, tmap_b, p, ldc) + (
+            ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)))
         self._lock = threading.Lock()
         self._out_ptr = None          # the output pointer the argument block holds
 
@@ -242,4 +257,35 @@ def plan(p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
         return PLANNERS[cand.variant](p, cand, smem_bytes, ldc, out_aligned)
 
 
-PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan}
+class ShortKPlan(GeneralPlan):
+    """A launch of sm90_fp8_gemm_short_k (K <= 256): one CTA per block_m x block_n tile of C,
+    block_m / 64 warpgroups, both K blocks loaded at once. Same argument block as the general
+    kernel up to ``N`` (no splits, no workspace), so ``run`` is shared."""
+
+    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+        esize = OUT_BYTES[p.out_dtype]
+        self.tma_store = tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
+        k_blocks = -(-p.k // 128)
+        kern = compiler.get_kernel(p.device, cand.variant,
+                                   (cand.block_m, cand.block_n, k_blocks, OUT_TYPE_IDS[p.out_dtype],
+                                    "true" if p.out_dtype == "float32" else "false",
+                                    "true" if self.tma_store else "false"),
+                                   smem_bytes)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_m)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
+        self.num_tiles = -(-p.m // cand.block_m) * -(-p.n // cand.block_n)
+        if self.num_tiles > MAX_GRID:
+            raise ValueError(f"M = {p.m}, N = {p.n} needs {self.num_tiles} tiles, over the limit {MAX_GRID}")
+        self.splits = 1
+        self.grid = self.num_tiles
+        self.smem_bytes = smem_bytes
+        self.function = kern.kernel.ptr
+        self.launch_prefix = driver.launch_args(self.function, self.grid, cand.block_m // 64 * 128, smem_bytes)
+        self._ws = (0, 0)
+        self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
+        self.params = KernelParams(gemm_args(tmap_a, tmap_b, p, ldc))
+        self._lock = threading.Lock()
+        self._out_ptr = None
+
+
+PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}

@@ -36,6 +36,32 @@ struct SwizzledStaging {
                        ((((in_chunk / 16) ^ (row % 8)) * 16) | (in_chunk % 16));
         store_out2<kOut>(dst, 0, v0, v1);
     }
+
+    /// Stage one warpgroup's accumulator fragments (layout of ptx/wgmma_fp8.cuh: warp w, lane l
+    /// holds rows 16w + l/4 (+8), columns 8j + 2(l%4) (+1)). Then, before the bulk store:
+    /// fence_proxy_async_shared() and a warpgroup barrier.
+    template <int kNumAccum>
+    __device__ __forceinline__ static void write_fragments(uint8_t* stage, uint32_t warp_in_wg, uint32_t lane,
+                                                           const float (&total)[kNumAccum]) {
+        static_assert(kNumAccum == static_cast<int>(BLOCK_N / 2), "a 64 x BLOCK_N fragment set");
+        const uint32_t r = warp_in_wg * 16 + lane / 4;
+#pragma unroll
+        for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+            const uint32_t c = 8 * j + 2 * (lane % 4);
+            write_pair(stage, r, c, total[4 * j], total[4 * j + 1]);
+            write_pair(stage, r + 8, c, total[4 * j + 2], total[4 * j + 3]);
+        }
+    }
+
+    /// One thread: a bulk tensor store per 128-byte chunk of the staged 64 x BLOCK_N tile, whose
+    /// top-left element is C[row, col], committed as one bulk group.
+    __device__ __forceinline__ static void store(const TmaDescriptor* tmap_c, const uint8_t* stage, uint32_t col,
+                                                 uint32_t row) {
+#pragma unroll
+        for (uint32_t c = 0; c < kNumChunks; ++c)
+            tma_store_2d(tmap_c, stage + c * kChunkBytes, col + c * kChunkElems, row);
+        tma_store_commit_group();
+    }
 };
 
 /// Masked direct stores of one thread's fragments (rows row0 and row0 + 8, see wgmma_fp8.cuh).

@@ -95,7 +95,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
 
     extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uint64_t>(smem_raw) + 1023) & ~1023ull);
+    // NOTES: aligned by an offset from smem_raw (not an integer cast), so the compiler keeps
+    // knowing it is shared memory and stages the epilogue with STS, not generic stores.
+    uint8_t* smem = smem_raw + (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
     uint8_t* smem_a = smem;                                        // [kNumStages][BLOCK_M][128]
     uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;        // [kNumStages][BLOCK_N][128]
     uint8_t* smem_c = smem + SMEM_TILES;                           // [2 warpgroups][Staging]
@@ -413,21 +415,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     const bool leader = threadIdx.x % kWarpgroupThreads == 0;
                     if (leader) tma_store_wait_read<0>();  // the previous tile's store has read it
                     named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
-                    const uint32_t r = warp_in_wg * 16 + lane_idx / 4;
-#pragma unroll
-                    for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
-                        const uint32_t c = 8 * j + 2 * (lane_idx % 4);
-                        Staging::write_pair(stage, r, c, total[4 * j], total[4 * j + 1]);
-                        Staging::write_pair(stage, r + 8, c, total[4 * j + 2], total[4 * j + 3]);
-                    }
+                    Staging::write_fragments(stage, warp_in_wg, lane_idx, total);
                     fence_proxy_async_shared();            // generic-proxy writes -> TMA reads
                     named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
                     if (leader) {
-#pragma unroll
-                        for (uint32_t c = 0; c < Staging::kNumChunks; ++c)
-                            tma_store_2d(&tmap_c, stage + c * Staging::kChunkBytes,
-                                         w.n_block * BLOCK_N + c * Staging::kChunkElems, wg_row_base);
-                        tma_store_commit_group();
+                        Staging::store(&tmap_c, stage, w.n_block * BLOCK_N, wg_row_base);
                     }
                 }
             } else {

@@ -9,6 +9,7 @@ from generators import trace_shapes
 from fp8gemm.dispatch import Candidate, explain, is_valid, select, smem_bytes_of, variants
 from fp8gemm.dispatch.selector import GemmDesc, MAX_SMEM_PER_BLOCK, load_table
 from fp8gemm import hw
+from fp8gemm.dispatch import selector as sel
 
 NO_TABLE = "no-such-gpu"     # a table name with no file: every shape takes the shape-based fallback
 
@@ -40,6 +41,31 @@ def test_small_n_gets_a_narrow_tile():
     assert select(256, 8, 256, gpu=NO_TABLE).block_n == 16
     assert select(256, 40, 256, gpu=NO_TABLE).block_n <= 64
     assert select(4096, 4096, 256, gpu=NO_TABLE).block_n == 128
+
+
+def test_short_k_fallback_rule():
+    """K <= 256 takes the short-K kernel up to 8 64x64 tiles per SM, M <= 64 included, with
+    64 x 64 tiles narrowed while fewer than 24; more tiles or K > 256 keep the general kernel;
+    forcing short-K on long K fails."""
+    c = select(300, 1536, 256, gpu=NO_TABLE)
+    assert c.variant == sel.SHORT_K and (c.block_m, c.block_n) == (64, 64)
+    assert select(1, 4096, 256, gpu=NO_TABLE).variant == sel.SHORT_K          # not swap-AB
+    assert (select(1, 512, 256, gpu=NO_TABLE).block_n, select(100, 512, 256, gpu=NO_TABLE).block_n) == (16, 32)
+    assert select(100, 8, 128, gpu=NO_TABLE).variant == sel.SHORT_K
+    assert select(1024, 4096, 256, gpu=NO_TABLE).variant == sel.SHORT_K       # 1024 tiles <= 8 x 132
+    assert select(1024, 8192, 256, gpu=NO_TABLE).variant == sel.GENERAL       # 2048 tiles
+    assert select(1024, 8192, 256, gpu=NO_TABLE, num_sms=264).variant == sel.SHORT_K
+    assert select(300, 1536, 272, gpu=NO_TABLE).variant == sel.GENERAL
+    assert select(300, 1536, 256, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+    assert select(8192, 1536, 256, gpu=NO_TABLE, force_variant=sel.SHORT_K).variant == sel.SHORT_K
+    with pytest.raises(ValueError, match="K <= 256"):
+        select(300, 1536, 512, gpu=NO_TABLE, force_variant=sel.SHORT_K)
+    d = GemmDesc(300, 1536, 256)
+    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 1, True, 128))    # no swap-AB
+    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 2, False, 128))   # no split-K
+    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 1, False, 256))   # one or two warpgroups
+    assert not is_valid(d, Candidate(sel.GENERAL, 128, 4, 8, block_m=64))      # general: 128 rows
+    assert not is_valid(GemmDesc(300, 1536, 272), Candidate(sel.SHORT_K, 128, 2, 1, 1, False, 128))
 
 
 def test_split_k_never_exceeds_one_wave():

@@ -18,6 +18,9 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot c
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
                   "fp8gemm::TmaDescriptor, const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
                   "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*")
+# The short-K kernel's: the general kernel's up to N.
+SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS}
 
 
 def _instantiations():
@@ -26,22 +29,28 @@ def _instantiations():
     seen = set()
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
         for dt, tid in OUT_TYPE_IDS.items():
-            c = select(m, n, k, dt)
-            tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0 and not c.swap_ab
-            for tma_store in {tma_ok, False}:
-                seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m,
-                                      "true" if dt == "float32" else "false",
-                                      "true" if tma_store else "false",
-                                      "true" if c.swap_ab else "false")))
+            for c in (select(m, n, k, dt), select(m, n, k, dt, gpu="none")):
+                tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0 and not c.swap_ab
+                fine = "true" if dt == "float32" else "false"
+                for tma_store in {tma_ok, False}:
+                    store = "true" if tma_store else "false"
+                    if c.variant == "sm90_fp8_gemm_short_k":
+                        seen.add((c.variant, (c.block_m, c.block_n, -(-k // 128), tid, fine, store)))
+                    else:
+                        seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, fine, store,
+                                              "true" if c.swap_ab else "false")))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
         seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false", "false", "false")))
+        for block_m in (64, 128):
+            for k_blocks in (1, 2):
+                seen.add(("sm90_fp8_gemm_short_k", (block_m, block_n, k_blocks, 2, "true", "false")))
     seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true", "false")))
     return sorted(seen)
 
 
 def _compile(tmp_path, variant, targs):
     src = tmp_path / f"{variant}.cu"
-    inst = f"template __global__ void {compiler.kernel_name(variant, targs)}({GENERAL_PARAMS});\n"
+    inst = f"template __global__ void {compiler.kernel_name(variant, targs)}({PARAMS[variant]});\n"
     src.write_text(compiler.flatten(variant) + "\n" + inst)
     res = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17",
                           "--resource-usage", "-o", str(tmp_path / "k.cubin"), str(src)],
@@ -67,6 +76,23 @@ def test_sass_uses_fp8_wgmma(tmp_path):
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     assert "QGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass
+
+
+@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
+                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
+    """The short-K kernel waits twice (DEPBAR 1, then 0) with block 0's promotion between them:
+    the overlap its design rests on (ptxas once sank the promotion below the second wait)."""
+    _compile(tmp_path, "sm90_fp8_gemm_short_k", (128, 128, 2, 0, "false", "true"))
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                          text=True).stdout
+    ops = [line.split()[1] for line in sass.splitlines()
+           if re.search(r"/\*[0-9a-f]{4}\*/", line) and len(line.split()) > 1]
+    waits = [i for i, op in enumerate(ops) if op == "WARPGROUP.DEPBAR.LE"]
+    assert len(waits) == 2, f"expected 2 wgmma waits, found {len(waits)}"
+    between = ops[waits[0] + 1:waits[1]]
+    assert sum(op in ("FMUL", "FFMA") for op in between) >= 64, "block 0 is not promoted between the waits"
+    assert "STS" in " ".join(ops) or any(op.startswith("STS") for op in ops), "epilogue staging not in STS"
 
 
 def test_generated_wgmma_header_is_current():

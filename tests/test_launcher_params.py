@@ -166,3 +166,15 @@ def test_split_workspace_capture_bookkeeping(monkeypatch):
     assert "sync" not in events[1:]                                # no synchronization under capture
     capturing["on"] = False
     assert launcher.split_workspace(0, 77, 1000, 10) == (ws1, c1)  # eager calls keep their own
+
+
+def test_tma_store_only_where_rows_end_on_16_bytes():
+    """A TMA store clips at 16-byte granularity of a row's end: rows of C that do not end on a
+    16-byte boundary (N * esize % 16 != 0) must take the direct stores."""
+    from fp8gemm.launcher import tma_store_ok
+    assert tma_store_ok(4096, 128, 2, 4096, True)
+    assert not tma_store_ok(300, 128, 2, 320, True)        # 600-byte rows in a 640-byte pitch
+    assert tma_store_ok(300, 64, 4, 320, True)             # fp32: 1200-byte rows
+    assert not tma_store_ok(304, 128, 2, 300, True)        # pitch not a multiple of 16 bytes
+    assert not tma_store_ok(4096, 128, 2, 4096, False)     # base not 16-byte aligned
+    assert not tma_store_ok(4096, 32, 2, 4096, True)       # a 64-byte tile row: not whole chunks

@@ -78,9 +78,14 @@ def test_forced_block_n(m, n, k, block_n):
 def test_exact_dyadic(m, n, k, out_dtype):
     """Power-of-two inputs and scales: every partial sum is exact in fp32, so the output must
     equal the float64 reference rounded to the output type, bit for bit."""
-    import cupy
     case = random_case(m, n, k, seed=11, dyadic=True)
     out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype)
+    check_bit_exact(out, case, out_dtype)
+
+
+def check_bit_exact(out, case, out_dtype):
+    """The output equals the float64 reference rounded to ``out_dtype``, bit for bit."""
+    import cupy
     ref = case.reference(cupy).get()
     want = ref.astype(reference.BFLOAT16 if out_dtype == "bfloat16" else out_dtype)
     got = out.get() if out_dtype != "bfloat16" else out.view(cupy.uint16).get().view(reference.BFLOAT16)
@@ -88,11 +93,14 @@ def test_exact_dyadic(m, n, k, out_dtype):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), "not bit-exact"
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (70, 136, 400), (200, 300, 1040)])
+@pytest.mark.parametrize("m,n,k,pad", [(1, 1, 16, 24), (70, 136, 400, 24), (200, 300, 1040, 24),
+                                       (200, 300, 1040, 20), (130, 1000, 256, 24)])
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
-def test_nan_poisoned_borders(m, n, k, out_dtype):
+def test_nan_poisoned_borders(m, n, k, pad, out_dtype):
     """Every input and the output sit inside NaN-filled buffers: an out-of-bounds read shows as
-    NaN in the result, an out-of-bounds write as a changed border."""
+    NaN in the result, an out-of-bounds write as a changed border. With pad 20 at N = 300 the
+    output's row pitch is 16-byte aligned but its rows (600 B in bf16) do not end on a 16-byte
+    boundary: a TMA store there once wrote 4 elements past each row (launcher.tma_store_ok)."""
     import cupy
     import torch
     case = random_case(m, n, k, seed=5)
@@ -102,7 +110,7 @@ def test_nan_poisoned_borders(m, n, k, out_dtype):
     sb, _ = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)
     # The output buffer in torch (bf16 NaN poison is simplest there); inputs stay CuPy.
     tdt = getattr(torch, out_dtype)
-    buf = torch.full((m + 2, n + 24), float("nan"), dtype=tdt, device="cuda")
+    buf = torch.full((m + 2, n + pad), float("nan"), dtype=tdt, device="cuda")
     view = buf[1:1 + m, 8:8 + n]
     res = fp8gemm.matmul(a, b, sa, sb, out=view)
     assert res is view

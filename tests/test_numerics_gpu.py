@@ -28,8 +28,14 @@ VARIANTS = {
     "split_k": Candidate(G, 32, 4, 8, splits=3),
     "swap_ab": Candidate(G, 16, 4, 8, swap_ab=True),
     "swap_ab_split_k": Candidate(G, 16, 4, 8, splits=3, swap_ab=True),
+    "short_k": Candidate("sm90_fp8_gemm_short_k", 64, 2, 1, block_m=64),
 }
-SHAPES = [(70, 300, 400), (5, 200, 1040)]     # M, N, K tails; K spans several 128-blocks
+SHAPES = [(70, 300, 400), (5, 200, 1040), (70, 300, 240)]   # M, N, K tails; K over several 128-blocks
+
+
+def k_for(variant, k):
+    """The tests' K, cut to 240 (two K blocks, the second partial) for the short-K kernel."""
+    return min(k, 240) if variant == "short_k" else k
 TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
 
 
@@ -84,7 +90,7 @@ def test_nan_propagates_like_the_reference(where, m, n, k, variant):
 @pytest.mark.parametrize("where", ["a_scale", "b_scale"])
 def test_inf_scale_gives_nonfinite_where_the_reference_does(where, variant):
     import cupy
-    m, n, k = 70, 300, 400
+    m, n, k = 70, 300, k_for(variant, 400)
     case = random_case(m, n, k, seed=22)
     sa, sb = case.a_scale.copy(), case.b_scale.copy()
     if where == "a_scale":
@@ -99,7 +105,7 @@ def test_inf_scale_gives_nonfinite_where_the_reference_does(where, variant):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_zero_scales_give_exact_zeros(variant):
     import cupy
-    m, n, k = 70, 300, 400
+    m, n, k = 70, 300, k_for(variant, 400)
     case = random_case(m, n, k, seed=23)
     sa, sb = case.a_scale.copy(), case.b_scale.copy()
     sa[7, :] = 0                   # row 7 of C
@@ -139,7 +145,7 @@ def test_extreme_fp8_values_are_exact(values, scale_exp, variant):
     """All products share one magnitude class, so every partial sum is exact in FP32: the FP32
     output must equal the reference bit for bit (scales keep |C| near 1)."""
     import cupy
-    m, n, k = 70, 300, 400
+    m, n, k = 70, 300, k_for(variant, 400)
     case = _bytes_case(m, n, k, values, seed=24, scale_exp=scale_exp)
     ref = case.reference(cupy)
     assert float(cupy.abs(ref).max()) > 0
@@ -173,7 +179,7 @@ def test_output_overflow_becomes_inf_like_the_reference_cast(out_dtype, shift, v
 def test_every_variant_is_bitwise_reproducible(variant, out_dtype):
     """Five runs, each on its own stream with other work in between, give identical bits."""
     import cupy
-    m, n, k = 37, 1000, 2064
+    m, n, k = 37, 1000, k_for(variant, 2064)
     case = random_case(m, n, k, seed=26)
     other = random_case(300, 512, 1024, seed=27)
     first = run(case, variant, out_dtype=out_dtype)

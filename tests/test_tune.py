@@ -15,7 +15,7 @@ SHAPES = [(1, 4096, 4096), (64, 7168, 2048), (300, 1536, 256), (4096, 8192, 4096
 def test_candidates_valid_unique_fallback_first(m, n, k):
     desc = GemmDesc(m, n, k)
     cands = tune.candidates(desc, limit=12)
-    assert cands[0] == sel.general_fallback(desc)
+    assert cands[0] == sel.fallback(desc)
     assert 1 < len(cands) <= 12
     assert len({c.key() for c in cands}) == len(cands)
     assert all(is_valid(desc, c) for c in cands)
@@ -28,6 +28,14 @@ def test_candidates_explore_orientation_and_splits_for_small_m():
     big = tune.candidates(GemmDesc(8192, 8192, 4096), limit=32)
     assert not any(c.swap_ab for c in big)
     assert {c.group_m for c in big} >= {1, 8, 16} and {c.stages for c in big} >= {4}
+
+
+def test_candidates_include_short_k_tiles_only_for_short_k():
+    short = tune.candidates(GemmDesc(300, 1536, 256), limit=16)
+    tiles = {(c.block_m, c.block_n) for c in short if c.variant == sel.SHORT_K}
+    assert tiles >= {(64, 64), (128, 128), (128, 32)}
+    assert any(c.variant == sel.GENERAL for c in short)          # the general kernel competes
+    assert not any(c.variant == sel.SHORT_K for c in tune.candidates(GemmDesc(300, 1536, 272)))
 
 
 def fake_gpu(slow_fallback=1.5, wrong=()):
@@ -58,6 +66,30 @@ def test_tune_picks_fastest_correct_and_records_fallback_time():
         r = state["results"][tune.shape_key(m, n, k, "bfloat16")]
         assert r["us"] < r["fallback_us"]
         assert r["rel_err"] == 1e-3
+
+
+def test_state_records_every_candidate_time():
+    time_fn, check_fn, _ = fake_gpu()
+    state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune([SHAPES[2]], "bfloat16", time_fn, check_fn, state)
+    r = state["results"][tune.shape_key(*SHAPES[2], "bfloat16")]
+    assert len(r["times"]) == r["tried"] and min(r["times"].values()) == pytest.approx(r["us"], abs=1e-3)
+    assert any(name.startswith("short_k ") for name in r["times"])
+
+
+def test_update_keeps_the_entries_of_shapes_not_retuned():
+    time_fn, check_fn, _ = fake_gpu()
+    state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune([SHAPES[2]], "bfloat16", time_fn, check_fn, state)
+    old = [{"n": 4096, "k": 4096, "m": 1, "variant": sel.GENERAL, "block_n": 16, "stages": 6, "group_m": 1,
+            "splits": 4, "swap_ab": True, "us": 8.0, "fallback_us": 9.0},
+           {"n": 1536, "k": 256, "m": 300, "variant": sel.GENERAL, "block_n": 64, "stages": 6, "group_m": 8,
+            "splits": 1, "swap_ab": False, "us": 3.5, "fallback_us": 3.5}]
+    entries = tune.table_from_state(state, {}, keep=old)["entries"]
+    assert old[0] in entries                                  # not retuned: kept as it was
+    retuned = [e for e in entries if (e["n"], e["k"], e["m"]) == (1536, 256, 300)]
+    assert len(retuned) == 1 and retuned[0] != old[1]         # retuned: replaced
+    assert tune.build_parser().parse_args(["--update"]).update
 
 
 def test_wrong_winner_is_skipped_and_all_wrong_is_failed():
@@ -110,8 +142,8 @@ def test_table_round_trips_through_the_selector(tmp_path, monkeypatch):
     try:
         for e in table["entries"]:
             c = sel.select(e["m"], e["n"], e["k"], gpu="tuned")
-            assert (c.block_n, c.stages, c.group_m, c.splits, c.swap_ab) == (
-                e["block_n"], e["stages"], e["group_m"], e["splits"], e["swap_ab"])
+            assert (c.variant, c.block_n, c.stages, c.group_m, c.splits, c.swap_ab, c.block_m) == (
+                e["variant"], e["block_n"], e["stages"], e["group_m"], e["splits"], e["swap_ab"], e["block_m"])
             assert "tuned at M=" in c.reason
     finally:
         sel.load_table.cache_clear()

@@ -7,7 +7,7 @@ an output dtype, row-major or M-major A scales, out= (fp16 / fp32) or not, and s
 2^U(-40, 40) per operand (2^U(-4, 4) for fp16 output, whose range is narrow): the tolerance is
 relative, so any magnitude must pass. Each case runs through the dispatcher and through every
 variant forced with a random tile: the general kernel and swap-AB, each without and with split-K
-(a random split count of 2..min(16, K blocks)). Every failure prints a one-line reproducer; the summary counts
+(a random split count of 2..min(16, K blocks)), and the short-K kernel where K <= 256. Every failure prints a one-line reproducer; the summary counts
 runs per variant; the exit status is the number of failures (at most 255).
 Most cases are capped at --max-elements ((M+N)K + MN); one in 20 at 8x that, for big shapes.
 """
@@ -35,12 +35,12 @@ def draw(rng, max_elements: float):
         m = int(rng.choice([0, 1, 2, 7, 31, 64, 65, 100, 257, 1000, 4097, 20000])) if rng.random() < 0.5 \
             else int(rng.integers(1, 20001))
         n = int(rng.integers(1, 32769)) if rng.random() < 0.5 else int(rng.choice([16, 24, 128, 300, 4096, 7168]))
-        k = 16 * int(rng.integers(1, 1025)) if rng.random() < 0.5 else int(rng.choice([16, 256, 272, 4096, 7168]))
+        k = 16 * int(rng.integers(1, 1025)) if rng.random() < 0.5 else int(rng.choice([16, 128, 240, 256, 272, 4096, 7168]))
         if (m + n) * k + m * n <= max_elements:
             return m, n, k
 
 
-VARIANT_NAMES = ("dispatcher", "general", "general_split_k", "swap_ab", "swap_ab_split_k")
+VARIANT_NAMES = ("dispatcher", "general", "general_split_k", "swap_ab", "swap_ab_split_k", "short_k")
 
 
 def configs(rng, desc):
@@ -59,6 +59,10 @@ def configs(rng, desc):
             name = ("swap_ab" if swap else "general") + ("_split_k" if split else "")
             if is_valid(desc, c):
                 out.append((name, c))
+    c = Candidate("sm90_fp8_gemm_short_k", int(rng.choice([16, 32, 64, 128])), 2, 1, 1, False,
+                  int(rng.choice([64, 128])))
+    if is_valid(desc, c):                     # K <= 256
+        out.append(("short_k", c))
     return out
 
 

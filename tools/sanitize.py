@@ -24,6 +24,10 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (37, 200, 528, "float32", Candidate(G, 16, 4, 8, swap_ab=True), "swap-AB, fine promotion"),
     (3, 1000, 2064, "float16", Candidate(G, 16, 3, 1, splits=16), "split-K, 16 splits, N tail"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
+    (200, 300, 240, "bfloat16", Candidate("sm90_fp8_gemm_short_k", 128, 2, 1, block_m=128),
+     "short-K, two K blocks (second partial), TMA store, M/N tails"),
+    (70, 100, 112, "float32", Candidate("sm90_fp8_gemm_short_k", 32, 2, 1, block_m=64),
+     "short-K, one K block, fine promotion, direct store"),
 ]
 
 
