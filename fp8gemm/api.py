@@ -60,26 +60,32 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     tout = intake(out, "out", stream_for) if out is not None else None
     problem = validate_gemm(ta, tb, tsa, tsb, tout, out_dtype)
 
-    runner = None
-    if problem.m > 0:
-        if config is None:
-            cand = select(problem.m, problem.n, problem.k, problem.out_dtype,
-                          num_sms=sm_count(problem.device))
-        else:
-            cand = config
-            if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):
-                raise ValueError(f"config {cand} is not valid for M={problem.m} N={problem.n} "
-                                 f"K={problem.k} {problem.out_dtype} (see fp8gemm.dispatch)")
-        if tout is None:
-            ldc, aligned = problem.n, True      # fresh allocations are at least 256-byte aligned
-        else:
-            ldc, aligned = out_row_stride(tout, problem.n), tout.ptr % 16 == 0
-        runner = plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), ldc, aligned)
+    if tout is None:
+        ldc, aligned = problem.n, True          # fresh allocations are at least 256-byte aligned
+    else:
+        ldc, aligned = out_row_stride(tout, problem.n) if problem.m > 0 else problem.n, tout.ptr % 16 == 0
+    runner = plan_problem(problem, config, ldc, aligned)
     if key is not None:
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
         _plans[key] = (problem, runner, None if tout is None else tout.ptr)
     return _execute(ta.framework, stream_for, problem, runner, tout, out)
+
+
+def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool):
+    """Stages 3 and 4 for a validated problem: the dispatcher's kernel (or ``config``, checked)
+    and its launch plan; None for M = 0 (nothing to launch). Shared by matmul and the JAX FFI
+    handler (fp8gemm/jax.py)."""
+    if problem.m == 0:
+        return None
+    if config is None:
+        cand = select(problem.m, problem.n, problem.k, problem.out_dtype, num_sms=sm_count(problem.device))
+    else:
+        cand = config
+        if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):
+            raise ValueError(f"config {cand} is not valid for M={problem.m} N={problem.n} "
+                             f"K={problem.k} {problem.out_dtype} (see fp8gemm.dispatch)")
+    return plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), ldc, out_aligned)
 
 
 MAX_PLANS = 4096

@@ -123,11 +123,3 @@ def check_launch(rc: int, grid: int, block: int, smem_bytes: int) -> None:
     if rc != 0:
         raise RuntimeError(f"cuLaunchKernel failed: {error_name(rc)} (grid {grid}, block {block}, "
                            f"{smem_bytes} B shared memory)")
-
-
-def launch(function: int, grid: int, block: int, smem_bytes: int, stream: int, params) -> None:
-    """cuLaunchKernel of a 1-D grid; ``params`` is a ctypes array of argument pointers."""
-    rc = lib().cuLaunchKernel(function, grid, 1, 1, block, 1, 1, smem_bytes, stream, params, None)
-    if rc != 0:
-        raise RuntimeError(f"cuLaunchKernel failed: {error_name(rc)} (grid {grid}, block {block}, "
-                           f"{smem_bytes} B shared memory)")

@@ -17,9 +17,8 @@ from __future__ import annotations
 import threading
 
 from . import xla_ffi
-from .dispatch import select, smem_bytes_of
+from .api import plan_problem
 from .intake import Tensor
-from .launcher import plan, sm_count
 from .validate import normalize_out_dtype, validate_gemm
 
 TARGET = "fp8gemm_matmul"
@@ -49,11 +48,7 @@ def _execute(call: xla_ffi.Call) -> None:
         a, b, sa, sb = (_tensor(nm, x, device) for nm, x in zip(("a", "b", "a_scale", "b_scale"), call.args))
         out = _tensor("out", call.rets[0], device)
         problem = validate_gemm(a, b, sa, sb, out, None)
-        runner = None
-        if problem.m > 0:
-            cand = select(problem.m, problem.n, problem.k, problem.out_dtype, num_sms=sm_count(device))
-            runner = plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), problem.n, out.ptr % 16 == 0)
-        entry = (problem, runner)
+        entry = (problem, plan_problem(problem, None, problem.n, out.ptr % 16 == 0))
         with _lock:
             if len(_plans) >= MAX_PLANS:
                 _plans.clear()

@@ -11,7 +11,7 @@ import math
 
 from . import compiler, driver, output, reference
 from .intake import CUPY, JAX, TORCH, framework_of, intake
-from .launcher import KernelParams, current_device
+from .launcher import KernelParams, launch
 from .validate import _collapse_rows as collapse_rows
 
 GROUP = 128
@@ -72,8 +72,7 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
         params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
                                ("u32", rows), ("u32", k), ("f32", eps)))
-        with current_device(t.device):
-            driver.launch(kern.kernel.ptr, blocks, THREADS, 0, stream, params.pointers)
+        launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.pointers)
     if framework == JAX:
         import jax.numpy as jnp
 

@@ -43,15 +43,11 @@ def big_operands(m, n, k, seed):
 
 
 def reference_block(a, b, sa, sb, rows, cols):
-    """float64 C[rows][:, cols] from the sampled rows of A and of B only."""
+    """float64 C[rows][:, cols] from the sampled rows of A and of B only (each sampled B row
+    with its own row of block scales: a per-row scale, as dequantize_a takes)."""
     import cupy
-    k = a.shape[1]
-
-    def dequant(x, scales):
-        return reference.fp8_to_float64(x, cupy) * cupy.repeat(scales.astype(cupy.float64), 128, axis=1)[:, :k]
-
-    ad = dequant(a[rows], sa[rows])
-    bd = dequant(b[cols], sb[cols // 128])
+    ad = reference.dequantize_a(a[rows], sa[rows], cupy)
+    bd = reference.dequantize_a(b[cols], sb[cols // 128], cupy)
     return ad @ bd.T
 
 

@@ -68,8 +68,6 @@ rows = [
     ("runner.run (launch)", lambda: runner.run(ptr, sp)),
     ("  launcher.launch", lambda: launcher.launch(0, runner.launch_prefix, sp, runner.params.pointers)),
     ("  split_workspace", lambda: launcher.split_workspace(0, sp, runner.ws_floats, runner.num_tiles)),
-    ("driver.launch alone", lambda: driver.launch(runner.function, runner.grid, 384, runner.smem_bytes, sp,
-                                                  runner.params.pointers)),
     ("cupy.empty fp16", lambda: cupy.empty((64, 4096), dtype=cupy.float16)),
     ("cupy.empty bf16", lambda: cupy.empty((64, 4096), dtype=output._NP_DTYPES["bfloat16"])),
     ("driver.has_context", driver.has_context),
