@@ -168,14 +168,21 @@ class GeneralPlan:
         if units > MAX_GRID:
             raise ValueError(f"M = {p.m}, N = {p.n} needs {units} work units, over the limit {MAX_GRID}")
         self.ws_floats = units * GENERAL_BLOCK_M * cand.block_n
-        self.grid = min(units, sm_count(p.device))
+        self._finish(p, kern, min(units, sm_count(p.device)), GENERAL_THREADS, smem_bytes, ldc, esize,
+                     gemm_args(tmap_a, tmap_b, p, ldc) + (
+                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)))
+
+    def _finish(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, esize: int,
+                args: tuple) -> None:
+        """What every plan holds for ``run``: the prebuilt launch and argument block, and the
+        output geometry for the per-call C tensor map."""
+        self.grid = grid
         self.smem_bytes = smem_bytes
         self.function = kern.kernel.ptr
-        self.launch_prefix = driver.launch_args(self.function, self.grid, GENERAL_THREADS, smem_bytes)
+        self.launch_prefix = driver.launch_args(self.function, grid, threads, smem_bytes)
         self._ws = (0, 0)             # the workspace the argument block holds
         self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
-        self.params = KernelParams(gemm_args(tmap_a, tmap_b, p, ldc) + (
-            ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)))
+        self.params = KernelParams(args)
         self._lock = threading.Lock()
         self._out_ptr = None          # the output pointer the argument block holds
 
@@ -277,15 +284,8 @@ class ShortKPlan(GeneralPlan):
         if self.num_tiles > MAX_GRID:
             raise ValueError(f"M = {p.m}, N = {p.n} needs {self.num_tiles} tiles, over the limit {MAX_GRID}")
         self.splits = 1
-        self.grid = self.num_tiles
-        self.smem_bytes = smem_bytes
-        self.function = kern.kernel.ptr
-        self.launch_prefix = driver.launch_args(self.function, self.grid, cand.block_m // 64 * 128, smem_bytes)
-        self._ws = (0, 0)
-        self.device, self.m, self.n, self.ldc, self.esize = p.device, p.m, p.n, ldc, esize
-        self.params = KernelParams(gemm_args(tmap_a, tmap_b, p, ldc))
-        self._lock = threading.Lock()
-        self._out_ptr = None
+        self._finish(p, kern, self.num_tiles, cand.block_m // 64 * 128, smem_bytes, ldc, esize,
+                     gemm_args(tmap_a, tmap_b, p, ldc))
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}
