@@ -179,6 +179,58 @@ def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
                             f"{k_blocks} K blocks on {num_sms} SMs, stages={stages}")
 
 
+# ---- grouped GEMM (MoE): the general kernel's grouped mode --------------------------------------
+
+GROUPED_MAX_GROUPS = 8192
+
+
+def grouped_smem_bytes(c: Candidate, out_dtype: str, num_groups: int) -> int:
+    """The general kernel's shared memory plus the groups' tile prefix (num_groups + 1 words)."""
+    return general_smem_bytes(c, out_dtype) + -(-4 * (num_groups + 1) // 16) * 16
+
+
+GROUPED_SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
+GROUPED_MAX_SPLITS = 4
+
+
+def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
+                      active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+    """The tile of a grouped GEMM over ``num_groups`` weight matrices [N, K].
+
+    ``rows_per_group``: about how many rows a non-empty group holds (the counts stay on the GPU,
+    so this is an estimate; None: unknown, many). Up to 32 (decode): swap-AB, the group's weight
+    rows on wgmma's 128-row side and its tokens on an 8/16/32-wide token tile, so no MMA row is
+    wasted and the weights stream once; then K splits when the tiles of ``active_groups`` would
+    leave the last wave of SMs mostly empty (6 experts x 32 weight tiles on 132 SMs). Otherwise
+    128-row token tiles and block_n 128 (the smallest tile holding N below that). Stages: as many
+    as shared memory holds beside the tile prefix."""
+    if not 1 <= num_groups <= GROUPED_MAX_GROUPS:
+        raise ValueError(f"grouped GEMM takes 1..{GROUPED_MAX_GROUPS} groups; got {num_groups}")
+    swap = rows_per_group is not None and rows_per_group <= GROUPED_SWAP_MAX_ROWS
+    splits = 1
+    if swap:
+        block_n = next(b for b in SWAP_BLOCK_NS if b >= rows_per_group)
+        active = max(1, min(num_groups, active_groups or num_groups))
+        tiles = active * -(-n // GENERAL_BLOCK_M)
+        k_blocks = -(-k // GENERAL_BLOCK_K)
+
+        def waves(sp):       # full-K passes of the SMs, plus a tenth of one per extra split
+            return -(-tiles * sp // num_sms) / sp + 0.1 * (sp - 1)
+        if tiles < 2 * num_sms:
+            splits = min(range(1, min(GROUPED_MAX_SPLITS, max(1, k_blocks // 2)) + 1), key=waves)
+        why = (f"swap-AB, token tile {block_n} (about {rows_per_group:.3g} rows per group), "
+               f"splits={splits} for about {tiles} tiles")
+    else:
+        block_n = next((b for b in GENERAL_BLOCK_NS if b >= n), GENERAL_BLOCK_NS[-1])
+        why = f"block_n={block_n}"
+    for stages in range(GENERAL_MAX_STAGES, 1, -1):
+        c = Candidate(GENERAL, block_n, stages, 1 if swap else 8, splits, swap,
+                      reason=f"grouped: {why}, stages={stages} beside a {num_groups}-group tile prefix")
+        if grouped_smem_bytes(c, out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
+            return c
+    raise AssertionError("unreachable: two stages and 8192 groups fit")
+
+
 # ---- variant: sm90_fp8_gemm_short_k -------------------------------------------------------------
 
 SHORT_K = "sm90_fp8_gemm_short_k"

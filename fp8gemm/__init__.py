@@ -17,10 +17,11 @@ if not (_here / "dispatch").is_dir() and (_here.parent / "dispatch" / "selector.
 from . import reference  # noqa: E402
 from .api import matmul  # noqa: E402
 from .dispatch import explain  # noqa: E402
+from .grouped import grouped_matmul_contiguous, grouped_matmul_masked  # noqa: E402
 from .quantize import quantize_per_token_group  # noqa: E402
 from .reference import quantize_per_block  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "explain", "quantize_per_token_group", "quantize_per_block", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "explain", "quantize_per_token_group", "quantize_per_block", "reference",
            "__version__"]

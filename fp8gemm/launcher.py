@@ -12,8 +12,8 @@ import struct
 import threading
 
 from . import compiler, driver, tma
-from .dispatch.selector import OUT_BYTES
-from .validate import GemmProblem
+from .dispatch.selector import MAX_SMEM_PER_BLOCK, OUT_BYTES
+from .validate import GemmProblem, GroupedProblem
 
 OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
 STORE_CHUNK_BYTES = 128        # one 128B-swizzle chunk of output columns per TMA store box
@@ -129,8 +129,22 @@ def gemm_args(tmap_a, tmap_b, p: GemmProblem, ldc: int) -> tuple:
             ("u64", 0), ("i64", ldc), ("u32", p.m), ("u32", p.n))
 
 
+# The general kernel's trailing grouped-GEMM arguments (groups, num_groups, group_rows, sb_stride_g)
+# when it runs ungrouped.
+NO_GROUPS = (("u64", 0), ("u32", 0), ("u32", 0), ("i64", 0))
+
 # Argument indices of sm90_fp8_gemm_general_kernel that change from call to call.
 _ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
+
+
+def general_kernel(p: GemmProblem, cand, tma_store: bool, grouped: bool, smem_bytes: int):
+    """The sm90_fp8_gemm_general instantiation for a problem and candidate. FP32 output promotes
+    after every wgmma (kFinePromotion)."""
+    flag = {True: "true", False: "false"}
+    return compiler.get_kernel(p.device, cand.variant,
+                               (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
+                                flag[p.out_dtype == "float32"], flag[tma_store], flag[cand.swap_ab], flag[grouped]),
+                               smem_bytes)
 
 
 class GeneralPlan:
@@ -147,12 +161,7 @@ class GeneralPlan:
     def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
         esize = OUT_BYTES[p.out_dtype]
         self.tma_store = not cand.swap_ab and tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
-        kern = compiler.get_kernel(p.device, cand.variant,
-                                   (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                    "true" if p.out_dtype == "float32" else "false",
-                                    "true" if self.tma_store else "false",
-                                    "true" if cand.swap_ab else "false"),
-                                   smem_bytes)
+        kern = general_kernel(p, cand, self.tma_store, False, smem_bytes)
         # Tile space rows x cols: C (M x N), or C^T (N x M) under swap-AB, whose wgmma A is B.
         if cand.swap_ab:
             rows, cols = p.n, p.m
@@ -170,7 +179,7 @@ class GeneralPlan:
         self.ws_floats = units * GENERAL_BLOCK_M * cand.block_n
         self._finish(p, kern, min(units, sm_count(p.device)), GENERAL_THREADS, smem_bytes, ldc, esize,
                      gemm_args(tmap_a, tmap_b, p, ldc) + (
-                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)))
+                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)) + NO_GROUPS)
 
     def _finish(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, esize: int,
                 args: tuple) -> None:
@@ -286,6 +295,44 @@ class ShortKPlan(GeneralPlan):
         self.splits = 1
         self._finish(p, kern, self.num_tiles, cand.block_m // 64 * 128, smem_bytes, ldc, esize,
                      gemm_args(tmap_a, tmap_b, p, ldc))
+
+
+class GroupedPlan(GeneralPlan):
+    """A launch of sm90_fp8_gemm_general in its grouped mode (MoE; kernel template kGrouped): A and
+    C are all groups' rows, B the groups' weights stacked as [G * N, K]. The kernel reads the
+    offsets or counts on the device, so the plan holds only bounds: a grid of at most one CTA per
+    SM over the most tiles the groups can have, and a split-K workspace for that many. Swap-AB
+    (decode): weight rows on the 128-row side of a tile, each group's tokens on block_n columns."""
+
+    def __init__(self, gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+        p = gp.gemm
+        esize = OUT_BYTES[p.out_dtype]
+        self.tma_store = not cand.swap_ab and tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
+        # NOTES: compiled for the most shared memory a CTA may have: the tile prefix grows with G,
+        # and one instantiation serves every G.
+        kern = general_kernel(p, cand, self.tma_store, True, MAX_SMEM_PER_BLOCK)
+        g = gp.num_groups
+        weights = tma.encode_2d_fp8(p.b_ptr, g * p.n, p.k, p.ldb,
+                                    GENERAL_BLOCK_M if cand.swap_ab else cand.block_n)
+        tokens = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_n if cand.swap_ab else GENERAL_BLOCK_M)
+        tmap_a, tmap_b = (weights, tokens) if cand.swap_ab else (tokens, weights)
+        token_tile = cand.block_n if cand.swap_ab else GENERAL_BLOCK_M
+        if gp.group_rows:
+            token_tiles = g * -(-gp.group_rows // token_tile)
+        else:              # each non-empty group may end in a partial tile
+            token_tiles = p.m // token_tile + min(g, p.m)
+        self.num_tiles = token_tiles * -(-p.n // (GENERAL_BLOCK_M if cand.swap_ab else cand.block_n))
+        self.splits = max(1, min(cand.splits, -(-p.k // 128)))
+        self.ws_floats = self.num_tiles * self.splits * GENERAL_BLOCK_M * cand.block_n
+        self._finish(p, kern, min(self.num_tiles * self.splits, sm_count(p.device)), GENERAL_THREADS, smem_bytes,
+                     ldc, esize, gemm_args(tmap_a, tmap_b, p, ldc) + (
+                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0),
+                         ("u64", gp.groups_ptr), ("u32", g), ("u32", gp.group_rows), ("i64", gp.sb_stride_g)))
+
+
+def plan_grouped(gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool) -> GroupedPlan:
+    with current_device(gp.gemm.device), driver.relaxed_capture():
+        return GroupedPlan(gp, cand, smem_bytes, ldc, out_aligned)
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}

@@ -6,7 +6,7 @@ integers the launcher hands to a kernel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .hw import K_ALIGN, SCALE_BLOCK, TMA_ALIGN
 from .intake import JAX, Tensor
@@ -218,3 +218,66 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
 
     return GemmProblem(m, n, k, out_dtype, device, a.ptr, lda, b.ptr, ldb, sa.ptr, sa_stride_m,
                        sa_stride_k, sb.ptr, sb_stride_n, sb_stride_k, out_shape)
+
+
+# ---- grouped GEMM (MoE) ------------------------------------------------------------------------
+
+MAX_GROUPS = 8192     # mirrors dispatch.selector.GROUPED_MAX_GROUPS (the tile prefix in shared memory)
+
+
+@dataclass(frozen=True)
+class GroupedProblem:
+    """A validated grouped GEMM. ``gemm`` describes all rows of A and C (M = P rows, or G * max_rows
+    masked) against group 0's [N, K] weights; group g's weights follow at row g * N."""
+
+    gemm: GemmProblem
+    num_groups: int
+    group_rows: int        # masked: rows per group (counts index them); 0: contiguous (offsets)
+    groups_ptr: int        # int32 offsets [G + 1] or counts [G]
+    sb_stride_g: int       # elements between groups' block scales
+
+
+def validate_grouped(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, groups: Tensor, out: Tensor | None,
+                     out_dtype, masked: bool) -> GroupedProblem:
+    """The rules of fp8gemm.grouped_matmul_contiguous (masked=False) and _masked (masked=True): those
+    of matmul for the rows of A against one group's weights, plus the group layout."""
+    if b.ndim != 3:
+        raise ValueError(f"b must have shape [G, N, K] (one weight matrix per group); got shape {b.shape}")
+    g, n, k = b.shape
+    if not 1 <= g <= MAX_GROUPS:
+        raise ValueError(f"b must hold 1..{MAX_GROUPS} groups; got G = {g}")
+    if g > 1 and n > 0 and b.strides[0] != n * b.strides[1]:
+        raise ValueError(f"b's groups must follow each other without gaps (stride along G = N x the "
+                         f"row stride); got strides {b.strides}. Pass a contiguous b")
+    if g * n > INT32_MAX:
+        raise ValueError(f"G x N must be < 2**31; got {g} x {n}")
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    if sb.shape != (g, nb, kb):
+        raise ValueError(f"b_scale must have shape (G, ceil(N/128), ceil(K/128)) = {(g, nb, kb)}; got {sb.shape}")
+    what = "counts" if masked else "offsets"
+    want = (g,) if masked else (g + 1,)
+    if groups.dtype != "int32":
+        raise TypeError(f"{groups.name} must be int32; got dtype {groups.dtype}")
+    if groups.shape != want:
+        raise ValueError(f"{groups.name} must have shape {want} ({what} of G = {g} groups); got {groups.shape}")
+    if want[0] > 1 and groups.strides[0] != 1:
+        raise ValueError(f"{groups.name} must be contiguous; got stride {groups.strides[0]}")
+    if masked:
+        if a.ndim != 3 or a.shape[0] != g:
+            raise ValueError(f"a must have shape [G, max_rows, K] with G = {g} (b's groups); got {a.shape}")
+    elif a.ndim != 2:
+        raise ValueError(f"a must have shape [P, K] (all groups' rows, group by group); got {a.shape}")
+
+    # One group's weights and scales as the plain GEMM's b and b_scale: every rule of matmul.
+    b0 = replace(b, shape=(n, k), strides=b.strides[1:])
+    sb0 = replace(sb, shape=(nb, kb), strides=sb.strides[1:])
+    p = validate_gemm(a, b0, sa, sb0, out, out_dtype)
+    device = p.device
+    _require_cuda(groups, device)
+    if out is not None and p.m > 0:
+        lo, hi = _extent(out)
+        for t in (b, sb, groups):
+            tlo, thi = _extent(t)
+            if lo < thi and tlo < hi:
+                raise ValueError(f"out overlaps {t.name} in memory; pass a separate output array")
+    return GroupedProblem(p, g, a.shape[1] if masked else 0, groups.ptr, sb.strides[0])

@@ -50,4 +50,80 @@ struct TileScheduler {
     }
 };
 
+// ---- grouped GEMM (MoE): row tiles of every group, walked as one tile space ----------------------
+// Groups are row ranges of A and C with a weight matrix each. Contiguous layout: groups = offsets
+// [G + 1], rows offsets[g]..offsets[g+1]. Masked layout (group_rows > 0): groups = counts [G], rows
+// g * group_rows .. + counts[g]. The counts live on the device (no host sync; a CUDA graph replays
+// with new counts), so every CTA scans them into a shared-memory prefix of row tiles at start.
+
+struct TileSpan {
+    uint32_t row_base, row_end;   // rows of the tile inside C (C^T under swap-AB), and where storing stops
+    uint32_t col_base, col_end;   // the same for its columns
+    uint32_t group;               // which weight matrix (0 when not grouped)
+};
+
+struct TileRows {
+    uint32_t row_base;   // first row of the tile (in A and C)
+    uint32_t row_end;    // one past the last row the tile may store (its group's end, or M)
+    uint32_t group;      // which weight matrix (0 when not grouped)
+};
+
+/// Rows [first, first + rows) of group g, clamped into [0, total_rows): offsets or counts that are
+/// out of range or decreasing cannot send a load or a store outside the arrays.
+__device__ __forceinline__ void group_extent(const int32_t* groups, uint32_t g, uint32_t group_rows,
+                                             uint32_t total_rows, uint32_t& first, uint32_t& rows) {
+    if (group_rows == 0) {
+        const int32_t lo = min(max(__ldg(groups + g), 0), static_cast<int32_t>(total_rows));
+        const int32_t hi = min(max(__ldg(groups + g + 1), lo), static_cast<int32_t>(total_rows));
+        first = static_cast<uint32_t>(lo);
+        rows = static_cast<uint32_t>(hi - lo);
+    } else {
+        first = g * group_rows;
+        rows = static_cast<uint32_t>(min(max(__ldg(groups + g), 0), static_cast<int32_t>(group_rows)));
+    }
+}
+
+/// prefix[g] = the first row tile of group g, prefix[G] = all row tiles. Called by the whole CTA;
+/// the caller's next __syncthreads publishes the result.
+template <uint32_t BLOCK_M>
+__device__ __forceinline__ void group_tile_prefix(const int32_t* groups, uint32_t num_groups, uint32_t group_rows,
+                                                  uint32_t total_rows, uint32_t* prefix) {
+    for (uint32_t g = threadIdx.x; g < num_groups; g += blockDim.x) {
+        uint32_t first, rows;
+        group_extent(groups, g, group_rows, total_rows, first, rows);
+        prefix[g + 1] = (rows + BLOCK_M - 1) / BLOCK_M;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {                        // one warp scans, 32 groups per step
+        const uint32_t lane = threadIdx.x;
+        uint32_t carry = 0;
+        for (uint32_t base = 0; base < num_groups; base += 32) {
+            const uint32_t g = base + lane;
+            uint32_t v = g < num_groups ? prefix[g + 1] : 0u;
+#pragma unroll
+            for (uint32_t d = 1; d < 32; d <<= 1) {
+                const uint32_t t = __shfl_up_sync(0xffffffffu, v, d);
+                if (lane >= d) v += t;
+            }
+            if (g < num_groups) prefix[g + 1] = carry + v;
+            carry += __shfl_sync(0xffffffffu, v, 31);
+        }
+        if (lane == 0) prefix[0] = 0;
+    }
+}
+
+/// The rows of global row tile t (0 <= t < prefix[G]): binary search for the group holding it.
+__device__ __forceinline__ TileRows locate_group_tile(uint32_t t, const int32_t* groups, const uint32_t* prefix,
+                                                      uint32_t num_groups, uint32_t group_rows, uint32_t total_rows,
+                                                      uint32_t block_m) {
+    uint32_t lo = 0, hi = num_groups;              // prefix[lo] <= t < prefix[hi]
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (prefix[mid] <= t) lo = mid; else hi = mid;
+    }
+    uint32_t first, rows;
+    group_extent(groups, lo, group_rows, total_rows, first, rows);
+    return TileRows{first + (t - prefix[lo]) * block_m, first + rows, lo};
+}
+
 }  // namespace fp8gemm

@@ -59,7 +59,7 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 }  // namespace general
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kSwapAB>
+          bool kTmaStore, bool kSwapAB, bool kGrouped = false>
 __global__ void __launch_bounds__(general::kNumThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -70,7 +70,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              uint32_t M, uint32_t N, uint32_t K,
                              uint32_t num_splits,                      // K splits per tile (1: none)
                              float* __restrict__ workspace,            // [tiles][splits][BLOCK_M*BLOCK_N] if split
-                             uint32_t* __restrict__ tile_counters) {   // [tiles], zero between launches
+                             uint32_t* __restrict__ tile_counters,     // [tiles], zero between launches
+                             // kGrouped (MoE, scheduler.cuh): offsets [G + 1] (group_rows == 0) or
+                             // counts [G] (masked: group g owns rows g * group_rows ..); B is [G * N, K]
+                             // and Bs [G][ceil(N/128)][ceil(K/128)] with group stride sb_stride_g.
+                             const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
+                             int64_t sb_stride_g) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
@@ -82,7 +87,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!(kSwapAB && kTmaStore), "swap-AB tiles are C^T: they store directly");
     static_assert(kNumStages >= 2, "need at least double buffering");
 
-    // ---- shared memory: [A stages | B stages | C staging | full bars | empty bars | flag] ----
+    // ---- shared memory: [A stages | B stages | C staging | full bars | empty bars | flag | groups' tile prefix] ----
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
@@ -104,12 +109,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);  // [kNumStages]
     Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
     volatile uint32_t* last_split_flag = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
+    uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages) + 4;   // kGrouped: [G + 1]
 
     // Tile space: rows x cols of the product the wgmma computes. Swap-AB computes C^T = B A^T:
     // its rows are weight rows (N), its columns tokens (M); tmap_a then maps B and tmap_b maps A.
     const uint32_t ROWS = kSwapAB ? N : M;
     const uint32_t COLS = kSwapAB ? M : N;
-    const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(ROWS, COLS, K, num_splits);
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
@@ -126,27 +131,78 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         }
         fence_mbarrier_init();
     }
+    // Grouped: the groups' token tiles, BLOCK_M rows each (or BLOCK_N columns under swap-AB).
+    constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : BLOCK_M;
+    if constexpr (kGrouped) group_tile_prefix<kTokenTile>(groups, num_groups, group_rows, M, tile_prefix);
     __syncthreads();
+    // Grouped: the token side of the tile space is every group's token tiles in group order
+    // (prefix[G] of them). NOTES: each warpgroup builds the scheduler after its setmaxnreg; built
+    // before, its values were spilled across the register reallocation.
+    const auto make_scheduler = [&]() {
+        const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * kTokenTile : M;
+        return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(kSwapAB ? N : token_extent,
+                                                                 kSwapAB ? token_extent : N, K, num_splits);
+    };
+    // A unit's rows [row_base, row_end) and columns [col_base, col_end) inside C (C^T under swap-AB),
+    // and its group. Grouped, the token side comes from the group holding the unit's token tile.
+    const auto tile_span = [&](const WorkUnit& w) {
+        TileSpan t{w.m_block * BLOCK_M, ROWS, w.n_block * BLOCK_N, COLS, 0u};
+        if constexpr (kGrouped) {
+            const TileRows g = locate_group_tile(kSwapAB ? w.n_block : w.m_block, groups, tile_prefix, num_groups,
+                                                 group_rows, M, kTokenTile);
+            if constexpr (kSwapAB) { t.col_base = g.row_base; t.col_end = g.row_end; }
+            else { t.row_base = g.row_base; t.row_end = g.row_end; }
+            t.group = g.group;
+        }
+        return t;
+    };
+    // Where the producer loads the tile's A-side box (128 rows of tmap_a) and how many rows the
+    // consumers skip in it. NOTES: a box reaching past the map's last row is zero-filled by TMA, but
+    // slowly: with 80 of 128 rows past the end the grouped GEMM took 1.5x as long (bench/NOTES.md
+    // v12). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte alignment wgmma's
+    // descriptors need) to end less than 8 rows past the map, when the map has rows above it; the
+    // consumers start their descriptors that many rows in. Every row a tile stores stays inside
+    // the box; the rows past it are past the map (never stored) and are read from what follows
+    // the A stage in shared memory: at most kMaxBoxShift rows, so that reads of the last A stage
+    // stay inside the B stages and the staging area (a 16-wide, 4-stage ring holds 64 rows' worth).
+    constexpr uint32_t kMaxBoxShift = ((kNumStages * SMEM_B_PER_STAGE + SMEM_C) / BLOCK_K < 120u
+                                           ? (kNumStages * SMEM_B_PER_STAGE + SMEM_C) / BLOCK_K : 120u) & ~7u;
+    const uint32_t a_map_rows = kSwapAB ? (kGrouped ? num_groups * N : N) : M;
+    const auto a_box = [&](const TileSpan& t, uint32_t& box_row, uint32_t& shift) {
+        box_row = t.row_base + (kSwapAB ? t.group * N : 0u);
+        shift = 0;
+        if (box_row + BLOCK_M > a_map_rows) {
+            const uint32_t over = min((box_row + BLOCK_M - a_map_rows) & ~7u, kMaxBoxShift);
+            if (over <= box_row) { box_row -= over; shift = over; }
+        }
+    };
 
     if (warpgroup_idx == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0) {
+            const auto sched = make_scheduler();
             PipelineState<kNumStages> pipe;
             for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
                 const WorkUnit w = sched.unit(u);
+                const TileSpan t = tile_span(w);
+                uint32_t a_row, a_shift;
+                a_box(t, a_row, a_shift);
+                // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b).
+                const uint32_t b_row = t.col_base + (kSwapAB ? 0u : t.group * N);
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                     mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
                     mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, w.m_block * BLOCK_M);
-                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, w.n_block * BLOCK_N);
+                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, a_row);
+                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, b_row);
                 }
             }
         }
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
+        const auto sched = make_scheduler();
         const uint32_t math_wg = warpgroup_idx - 1;      // which 64-row half of the tile
         const uint32_t warp_in_wg = warp_idx % 4;
         const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..255
@@ -160,16 +216,24 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
         for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
             const WorkUnit w = sched.unit(u);
-            const uint32_t row0 = w.m_block * BLOCK_M + row_in_tile;
+            const TileSpan t = tile_span(w);
+            uint32_t a_row, a_shift;
+            a_box(t, a_row, a_shift);
+            // The rows (tokens) this tile may store: M, or (grouped) the end of its group, whose
+            // next rows belong to another group's tile. Swap-AB: the same for its columns.
+            const uint32_t row_limit = kSwapAB ? M : t.row_end;
+            const uint32_t col_limit = t.col_end;
+            const uint32_t row0 = t.row_base + row_in_tile;
             const uint32_t row1 = row0 + 8;
-            // Scale reads clamp to a valid token: tokens past M are zero in A and never stored.
-            // Non-swapped: As per tile row, one Bs per tile. Swapped: one Bs per tile (BLOCK_M = 128
-            // weight rows = one Bs block), As per tile column.
-            const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m;
-            const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m;
+            // Scale reads clamp to a valid token: tokens past the limit are never stored (past M
+            // they are zero in A). Non-swapped: As per tile row, one Bs per tile. Swapped: one Bs
+            // per tile (BLOCK_M = 128 weight rows = one Bs block), As per tile column.
+            const float* sa_row0 = a_scale + static_cast<int64_t>(min(row0, row_limit - 1)) * sa_stride_m;
+            const float* sa_row1 = a_scale + static_cast<int64_t>(min(row1, row_limit - 1)) * sa_stride_m;
             const uint32_t sb_block = kSwapAB ? w.m_block : w.n_block * BLOCK_N / kScaleBlock;
-            const float* sb_row = b_scale + static_cast<int64_t>(sb_block) * sb_stride_n;
-            const uint32_t col0 = w.n_block * BLOCK_N + 2 * (lane_idx % 4);   // this thread's first column
+            const float* sb_row = b_scale + static_cast<int64_t>(sb_block) * sb_stride_n +
+                                  (kGrouped ? static_cast<int64_t>(t.group) * sb_stride_g : 0);
+            const uint32_t col0 = t.col_base + 2 * (lane_idx % 4);   // this thread's first column
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
 
@@ -185,7 +249,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const float* pa1 = sa_row1 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
                 const float* pb = sb_row + static_cast<int64_t>(w.kb_begin) * sb_stride_k;
                 float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
-                const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
+                const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
                 constexpr bool kDoubleAccum = !kFinePromotion;   // fine promotion: 4 groups per block
                 if constexpr (kDoubleAccum) {
@@ -311,13 +375,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 } else {
 #pragma unroll
                     for (uint32_t q = 0; q < BLOCK_N / 4; ++q) {
-                        const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), M - 1);
+                        const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), col_limit - 1);
                         s_col[q] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
                     }
                 }
 
                 mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
-                const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + math_wg * kWgmmaM * BLOCK_K;
+                const uint8_t* a_tile = smem_a + pipe.stage * SMEM_A_PER_STAGE + (math_wg * kWgmmaM + a_shift) * BLOCK_K;
                 const uint8_t* b_tile = smem_b + pipe.stage * SMEM_B_PER_STAGE;
                 const uint64_t desc_a = make_smem_desc_k128b(a_tile);
                 const uint64_t desc_b = make_smem_desc_k128b(b_tile);
@@ -405,12 +469,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
 
             // ---- epilogue ----------------------------------------------------------------------
-            const uint32_t wg_row_base = w.m_block * BLOCK_M + math_wg * kWgmmaM;
+            const uint32_t wg_row_base = t.row_base + math_wg * kWgmmaM;
             if constexpr (kSwapAB) {
-                store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
+                store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, col_limit, N, row0, col0);
+            } else if (kTmaStore && kGrouped && wg_row_base < row_limit && wg_row_base + kWgmmaM > row_limit) {
+                // A warpgroup across its group's end: TMA would clip only at M, so mask the rows.
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, row_limit, N, row0, col0);
             } else if constexpr (kTmaStore) {
                 // Stage through swizzled shared memory, then one bulk store per 128-byte chunk.
-                if (wg_row_base < M) {                     // a warpgroup wholly past M has nothing
+                if (wg_row_base < row_limit) {             // a warpgroup wholly past M has nothing
                     uint8_t* stage = smem_c + math_wg * Staging::kBytes;
                     const bool leader = threadIdx.x % kWarpgroupThreads == 0;
                     if (leader) tma_store_wait_read<0>();  // the previous tile's store has read it
@@ -423,7 +490,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     }
                 }
             } else {
-                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, row_limit, N, row0, col0);
             }
         }
         if constexpr (kTmaStore) {

@@ -9,6 +9,7 @@ import pytest
 
 from fp8gemm import compiler
 from fp8gemm.dispatch import select
+from fp8gemm.dispatch.selector import grouped_candidate
 from fp8gemm.launcher import OUT_BYTES, OUT_TYPE_IDS
 
 NVCC = shutil.which("nvcc")
@@ -17,7 +18,8 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot c
 # The general kernel's signature, for explicit instantiation under nvcc.
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
                   "fp8gemm::TmaDescriptor, const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
-                  "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*")
+                  "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*, "
+                  "const int*, unsigned, unsigned, long long")
 # The short-K kernel's: the general kernel's up to N.
 SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS}
@@ -45,6 +47,16 @@ def _instantiations():
             for k_blocks in (1, 2):
                 seen.add(("sm90_fp8_gemm_short_k", (block_m, block_n, k_blocks, 2, "true", "false")))
     seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true", "false")))
+    # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
+    for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
+                                     (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
+                                     (4096, "float32", 256, 12), (7168, "bfloat16", 384, 30)):
+        c = grouped_candidate(n, 4096, dt, groups, per_group, 6)
+        tid = OUT_TYPE_IDS[dt]
+        fine = "true" if dt == "float32" else "false"
+        swap = "true" if c.swap_ab else "false"
+        for store in ("false",) if c.swap_ab else ("true", "false"):
+            seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
     return sorted(seen)
 
 

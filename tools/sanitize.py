@@ -23,6 +23,8 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (5, 300, 1040, "bfloat16", Candidate(G, 8, 4, 8, splits=3, swap_ab=True), "swap-AB split-K"),
     (37, 200, 528, "float32", Candidate(G, 16, 4, 8, swap_ab=True), "swap-AB, fine promotion"),
     (3, 1000, 2064, "float16", Candidate(G, 16, 3, 1, splits=16), "split-K, 16 splits, N tail"),
+    (300, 520, 1040, "bfloat16", Candidate(G, 16, 4, 8), "last row tile's A box moved up (capped at 64 rows)"),
+    (5, 300, 1040, "float32", Candidate(G, 8, 6, 1, splits=2, swap_ab=True), "swap-AB, weight box moved up"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
     (200, 300, 240, "bfloat16", Candidate("sm90_fp8_gemm_short_k", 128, 2, 1, block_m=128),
      "short-K, two K blocks (second partial), TMA store, M/N tails"),
@@ -58,10 +60,54 @@ def quantizer_cases() -> int:
     return bad
 
 
+GROUPED = [   # (layout, group sizes, max_rows (masked), N, K, out dtype, what it covers)
+    ("contiguous", [10, 0, 130, 70], None, 300, 400, "bfloat16", "grouped, 128-row tiles, TMA + boundary stores"),
+    ("contiguous", [1, 2, 0, 5, 9, 17, 3, 0, 33], None, 300, 2064, "float32", "grouped swap-AB, K splits"),
+    ("masked", [1, 0, 3, 8, 0, 2], 8, 300, 2064, "float32", "grouped masked swap-AB, K splits"),
+    ("masked", [0, 64, 130, 7], 200, 256, 512, "float32", "grouped masked, 128-row tiles"),
+]
+
+
+def grouped_cases() -> int:
+    """The grouped GEMM in both layouts and both orientations, against moe_reference."""
+    import numpy as np
+
+    from fp8gemm import moe_reference
+    bad = 0
+    for layout, sizes, max_rows, n, k, dt, what in GROUPED:
+        g = len(sizes)
+        rows = sum(sizes) if layout == "contiguous" else g * max_rows
+        act = random_case(rows, 8, k, seed=rows + k)
+        ws = [random_case(1, n, k, seed=n + e) for e in range(g)]
+        b, sb = cupy.stack([w.b for w in ws]), cupy.stack([w.b_scale for w in ws])
+        if layout == "contiguous":
+            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+            out = fp8gemm.grouped_matmul_contiguous(act.a, b, act.a_scale, sb, cupy.asarray(offsets), out_dtype=dt)
+            want = moe_reference.grouped_matmul_contiguous(act.a.get(), act.a_scale.get(), b.get(), sb.get(), offsets)
+            got = as_float64(out)
+        else:
+            a = act.a.reshape(g, max_rows, k)
+            sa = act.a_scale.reshape(g, max_rows, -1)
+            # Rows past the counts are never written: start from zeros (initcheck reads all of out).
+            out = cupy.zeros((g, max_rows, n), dtype=cupy.float32)
+            fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(sizes, dtype=cupy.int32), out=out)
+            want = moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), sizes)
+            got = as_float64(out)
+            keep = cupy.asarray(np.arange(max_rows)[None, :] < np.asarray(sizes)[:, None])
+            got, want = got[keep], cupy.asarray(want)[keep]
+        cupy.cuda.Device().synchronize()
+        err = reference.rel_fro_error(got, cupy.asarray(want))
+        ok = err <= TOL[dt]
+        bad += not ok
+        print(f"{'ok  ' if ok else 'BAD '} {layout} groups={sizes} N={n} K={k} {dt:8} err {err:.2e}  {what}", flush=True)
+    return bad
+
+
 def main() -> int:
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
+    bad += grouped_cases()
     for m, n, k, dt, cand, what in CASES:
         case = random_case(m, n, k, seed=m + n + k)
         out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dt, config=cand)

@@ -1,0 +1,157 @@
+"""Grouped block-FP8 GEMM for mixture-of-experts layers: one launch multiplies each group of rows
+of A by its own weight matrix. Same intake, validation, launcher and output stages as matmul; the
+kernel is the general kernel's grouped mode (kernels_cu/scheduler.cuh: group_tile_prefix).
+
+Two layouts of the rows:
+
+* contiguous (prefill): ``a`` [P, K] holds every group's rows one group after the other;
+  ``offsets`` [G + 1] int32, group g owns rows offsets[g] .. offsets[g+1] - 1.
+* masked (decode, CUDA graphs): ``a`` [G, max_rows, K]; ``counts`` [G] int32, group g owns rows
+  0 .. counts[g] - 1 of a[g].
+
+``offsets`` / ``counts`` may stay on the GPU: the kernel reads them there, so nothing waits for the
+host and a captured CUDA graph replays with whatever counts the buffer holds. Device values are
+not checked (that would need a host sync); the kernel clamps them into the arrays' bounds, so a
+bad value gives wrong rows, never an out-of-bounds access. Host sequences (list, tuple, numpy) are
+checked, then copied to the GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import output
+from .api import MAX_PLANS, _execute, _plan_key
+from .dispatch.selector import grouped_candidate, grouped_smem_bytes
+from .intake import CUPY, TORCH, framework_of, intake
+from .launcher import plan_grouped, sm_count
+from .validate import check_block_size, out_row_stride, validate_grouped
+
+
+def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None,
+                              block_size=(128, 128)):
+    """C[rows of group g] = (A * As)[rows] @ (B[g] * Bs[g])^T with FP32 accumulation -> [P, N].
+
+    a        [P, K] FP8 E4M3, the groups' rows one group after the other (K-contiguous).
+    b        [G, N, K] FP8 E4M3, one weight matrix per group, stacked without gaps.
+    a_scale  [P, ceil(K/128)] float32; b_scale [G, ceil(N/128), ceil(K/128)] float32.
+    offsets  [G + 1] int32, nondecreasing: group g owns rows offsets[g] .. offsets[g+1] - 1. On the
+             GPU (not checked, clamped in the kernel) or a host sequence (checked).
+    Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
+    them uninitialized). Other arguments as fp8gemm.matmul.
+    """
+    return _grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None)
+
+
+def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None,
+                          expected_rows: int | None = None, block_size=(128, 128)):
+    """C[g, :counts[g]] = (A[g] * As[g])[:counts[g]] @ (B[g] * Bs[g])^T -> [G, max_rows, N].
+
+    a        [G, max_rows, K] FP8 E4M3; a_scale [G, max_rows, ceil(K/128)] float32.
+    b        [G, N, K] FP8 E4M3; b_scale [G, ceil(N/128), ceil(K/128)] float32.
+    counts   [G] int32 in 0..max_rows. On the GPU (not checked, clamped in the kernel) or a host
+             sequence (checked).
+    expected_rows  optional: about how many rows all groups hold together (sum of counts), a
+             tiling hint for decode (the counts stay on the GPU); any value gives correct results.
+    Rows at and past counts[g] are neither read for the result nor written (a fresh result leaves
+    them uninitialized). Other arguments as fp8gemm.matmul.
+    """
+    return _grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows)
+
+
+def _host_groups(values, name: str, masked: bool, a_shape: tuple, num_groups: int):
+    """Check a host sequence of offsets / counts against a's rows; int32 numpy array."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers; got dtype {v.dtype}")
+    want = num_groups if masked else num_groups + 1
+    if v.shape != (want,):
+        raise ValueError(f"{name} must have shape ({want},) for G = {num_groups} groups; got {v.shape}")
+    if masked:
+        rows = a_shape[1] if len(a_shape) == 3 else 0
+        if v.size and (v.min() < 0 or v.max() > rows):
+            raise ValueError(f"counts must lie in 0..max_rows = {rows}; got {v.tolist()}")
+    else:
+        rows = a_shape[0] if a_shape else 0
+        if v[0] < 0 or v[-1] > rows or np.any(np.diff(v) < 0):
+            raise ValueError(f"offsets must be nondecreasing within 0..P = {rows}; got {v.tolist()}")
+    return v.astype(np.int32)
+
+
+def _upload(values, framework: str, device: int):
+    """A host int32 array on ``device``, allocated by the framework whose stream we launch on (its
+    allocator then orders reuse of the memory after our kernel)."""
+    if framework == TORCH:
+        import torch
+
+        return torch.as_tensor(values, device=f"cuda:{device}")
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return cupy.asarray(values)
+
+
+def _group_estimate(gp, expected_rows):
+    """(rows per non-empty group, non-empty groups), estimated on the host (the counts stay on
+    the GPU). Contiguous: all P rows over at most min(G, P) groups, doubled for uneven routing.
+    Masked: at most max_rows per group, or the caller's expected_rows spread the same way."""
+    g = gp.num_groups
+    if gp.group_rows:
+        if expected_rows is None:
+            return gp.group_rows, g
+        rows = max(1, int(expected_rows))
+        active = min(g, rows)
+        return min(gp.group_rows, 2.0 * rows / active), active
+    rows = max(1, gp.gemm.m)
+    active = min(g, rows)
+    return 2.0 * rows / active, active
+
+
+_plans = {}    # input signature -> (GroupedProblem, launch plan or None, out= pointer or None)
+
+
+def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows):
+    if type(block_size) is not tuple or block_size != (128, 128):
+        check_block_size(block_size)
+    framework = framework_of(a)
+    stream_for = output.stream_for_framework(framework)
+    # The plan cache of matmul (api.py), keyed by the groups array too; host sequences skip it.
+    arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
+    key = _plan_key(framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
+    if key is not None:
+        key = (masked, expected_rows) + key
+        entry = _plans.get(key)
+        if entry is not None:
+            gp, runner, out_ptr = entry
+            if out is None:
+                return _execute(framework, stream_for, gp.gemm, runner, None, None)
+            if runner is not None:
+                runner.run(out_ptr, stream_for(gp.gemm.device))
+            return out
+
+    ta = intake(a, "a", stream_for)
+    tb = intake(b, "b", stream_for)
+    if isinstance(groups, (list, tuple, range, np.ndarray)):          # host values: check, copy over
+        if ta.device is None:
+            raise ValueError("a is on the CPU; fp8gemm needs CUDA arrays on one GPU")
+        num_groups = tb.shape[0] if tb.ndim == 3 else 0
+        groups = _upload(_host_groups(groups, name, masked, ta.shape, num_groups), framework, ta.device)
+    tg = intake(groups, name, stream_for)
+    tsa = intake(a_scale, "a_scale", stream_for)
+    tsb = intake(b_scale, "b_scale", stream_for)
+    tout = intake(out, "out", stream_for) if out is not None else None
+    gp = validate_grouped(ta, tb, tsa, tsb, tg, tout, out_dtype, masked)
+    p = gp.gemm
+    if tout is None:
+        ldc, aligned = p.n, True
+    else:
+        ldc, aligned = out_row_stride(tout, p.n) if p.m > 0 else p.n, tout.ptr % 16 == 0
+    runner = None
+    if p.m > 0:
+        per_group, active = _group_estimate(gp, expected_rows)
+        cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device))
+        runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned)
+    if key is not None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        _plans[key] = (gp, runner, None if tout is None else tout.ptr)
+    return _execute(framework, stream_for, p, runner, tout, out)

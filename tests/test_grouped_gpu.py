@@ -1,0 +1,309 @@
+"""GPU tests of the grouped GEMM (MoE; the general kernel's grouped mode) in both layouts: against
+the float64 reference of fp8gemm.moe_reference, bit for bit against one plain matmul per group,
+with empty groups, one group taking every row, group ends inside a warpgroup's 64 rows, N and K
+tails, NaN-poisoned rows outside the groups, device counts changed between CUDA-graph replays,
+and out-of-range device counts (clamped, no fault)."""
+import numpy as np
+import pytest
+
+from generators import FP8_NAN, random_case, to_cupy_f64
+from test_matmul_general import CALC_DIFF_TOL, TOL
+
+import fp8gemm
+from fp8gemm import moe_reference, reference
+from fp8gemm.dispatch import Candidate
+
+pytestmark = pytest.mark.gpu
+
+
+def weights(groups, n, k, seed):
+    """b [G, N, K] bytes and b_scale [G, ceil(N/128), ceil(K/128)], each group its own random
+    matrix with scales at the |C| ~ 1 level."""
+    import cupy
+    cases = [random_case(1, n, k, seed=seed + 101 * g) for g in range(groups)]
+    return cupy.stack([c.b for c in cases]), cupy.stack([c.b_scale for c in cases])
+
+
+def check_rows(got, want, out_dtype):
+    """Relative Frobenius error and calc_diff of float64 cupy rows against the reference rows."""
+    import cupy
+    assert bool(cupy.isfinite(got).all()), "non-finite values in the groups' rows"
+    assert float(cupy.abs(want).max()) > 0, "degenerate case: all-zero reference"
+    err = reference.rel_fro_error(got, want)
+    assert err <= TOL[out_dtype], f"relative Frobenius error {err:.3e} > {TOL[out_dtype]}"
+    diff = reference.calc_diff(got, want)
+    assert diff <= CALC_DIFF_TOL, f"calc_diff {diff:.3e} > {CALC_DIFF_TOL}"
+
+
+def contiguous_case(sizes, n, k, seed):
+    import cupy
+    p = sum(sizes)
+    act = random_case(max(p, 1), 8, k, seed=seed)
+    b, sb = weights(len(sizes), n, k, seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    return act.a[:p], act.a_scale[:p], b, sb, cupy.asarray(offsets)
+
+
+def reference_contiguous(a, sa, b, sb, offsets):
+    import cupy
+    return cupy.asarray(moe_reference.grouped_matmul_contiguous(a.get(), sa.get(), b.get(), sb.get(), offsets.get()))
+
+
+# Group sizes: empty groups, 1 row, ends just before / at / after a 64-row warpgroup and a 128-row
+# tile, one group with every row, a single group.
+SIZES = {"tails": [0, 1, 63, 64, 65, 127, 128, 129, 300, 0],
+         "even": [256, 256, 256],
+         "one_takes_all": [0, 0, 500, 0],
+         "single": [77]}
+
+
+@pytest.mark.parametrize("sizes", SIZES, ids=str)
+@pytest.mark.parametrize("n,k", [(256, 512), (300, 400), (40, 256), (512, 2048)], ids=str)
+def test_contiguous_bf16(sizes, n, k):
+    a, sa, b, sb, offsets = contiguous_case(SIZES[sizes], n, k, seed=n + k)
+    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets)
+    assert out.shape == (a.shape[0], n) and out.dtype.name == "bfloat16"
+    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
+
+
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+@pytest.mark.parametrize("n,k", [(256, 512), (300, 400)], ids=str)
+def test_contiguous_out_dtypes(n, k, out_dtype):
+    a, sa, b, sb, offsets = contiguous_case(SIZES["tails"], n, k, seed=7)
+    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
+    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_contiguous_equals_matmul_per_group(out_dtype):
+    """Each group's rows equal, bit for bit, fp8gemm.matmul of those rows with the group's
+    weights on the same tile (the grouped mode changes which rows a tile holds, not the sums)."""
+    import cupy
+    sizes = SIZES["tails"]
+    a, sa, b, sb, offsets = contiguous_case(sizes, 256, 1024, seed=3)
+    got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
+    config = Candidate("sm90_fp8_gemm_general", block_n=128, stages=4, group_m=8)
+    off = offsets.get()
+    for g in range(len(sizes)):
+        lo, hi = int(off[g]), int(off[g + 1])
+        if hi == lo:
+            continue
+        want = fp8gemm.matmul(a[lo:hi], b[g], sa[lo:hi], sb[g], out_dtype=out_dtype, config=config)
+        assert bool((got[lo:hi].view(cupy.uint8) == want.view(cupy.uint8)).all()), f"group {g} differs"
+
+
+def test_contiguous_rows_outside_groups_untouched():
+    """Rows before offsets[0] and from offsets[G] on are neither read (NaN there stays out of the
+    result) nor written (NaN in out= stays)."""
+    import cupy
+    act = random_case(10 + 200 + 12, 8, 512, seed=11)
+    a, sa = act.a.copy(), act.a_scale.copy()
+    b, sb = weights(3, 256, 512, seed=11)
+    a[:10] = FP8_NAN
+    a[-12:] = FP8_NAN
+    sa[:10] = cupy.nan
+    sa[-12:] = cupy.nan
+    offsets = cupy.asarray([10, 140, 140, 210], dtype=cupy.int32)   # groups of 130, 0, 70 rows
+    out = cupy.full((a.shape[0], 256), cupy.nan, dtype=cupy.float32)
+    assert fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out=out) is out
+    inner = slice(10, a.shape[0] - 12)
+    want = cupy.asarray(moe_reference.grouped_matmul_contiguous(
+        a[inner].get(), sa[inner].get(), b.get(), sb.get(), (offsets - 10).get()))
+    check_rows(out[inner].astype(cupy.float64), want, "float32")
+    assert bool(cupy.isnan(out[:10]).all() and cupy.isnan(out[-12:]).all()), "a write landed outside the groups"
+
+
+def masked_case(counts, max_rows, n, k, seed):
+    """a [G, max_rows, K] with every row at and past counts[g] poisoned (FP8 NaN, NaN scale)."""
+    import cupy
+    g = len(counts)
+    act = random_case(g * max_rows, 8, k, seed=seed)
+    a = act.a.reshape(g, max_rows, k).copy()
+    sa = act.a_scale.reshape(g, max_rows, -1).copy()
+    for e, c in enumerate(counts):
+        a[e, c:] = FP8_NAN
+        sa[e, c:] = cupy.nan
+    b, sb = weights(g, n, k, seed)
+    return a, sa, b, sb
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("n,k", [(256, 512), (300, 400)], ids=str)
+def test_masked_poisoned_padding(n, k, out_dtype):
+    """Rows past each group's count are NaN in A and its scales, and NaN in out=: the groups'
+    rows (on 64-wide tiles, from the expected_rows hint) match the reference and the padding rows stay NaN (never read into a result, never
+    written)."""
+    import cupy
+    counts, max_rows = [0, 1, 64, 130, 200, 7], 200
+    a, sa, b, sb = masked_case(counts, max_rows, n, k, seed=n)
+    if out_dtype == "bfloat16":
+        import torch
+        out = torch.full((len(counts), max_rows, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    else:
+        out = cupy.full((len(counts), max_rows, n), cupy.nan, dtype=cupy.float32)
+    dev_counts = cupy.asarray(counts, dtype=cupy.int32)
+    # The hint makes these few tiles 64 wide (dispatch.selector.grouped_candidate); results agree.
+    res = fp8gemm.grouped_matmul_masked(a, b, sa, sb, dev_counts, out=out, expected_rows=sum(counts))
+    assert res is out
+    got = to_cupy_f64(out)
+    want = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), counts))
+    valid = cupy.zeros(got.shape[:2], dtype=bool)
+    for e, c in enumerate(counts):
+        valid[e, :c] = True
+    check_rows(got[valid], want[valid], out_dtype)
+    assert bool(cupy.isnan(got[~valid]).all()), "a padding row was written"
+
+
+def captured(call):
+    """(graph, stream): ``call`` captured on a fresh CuPy stream (its first call happens inside)."""
+    import cupy
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        call()
+        graph = stream.end_capture()
+    return graph, stream
+
+
+def test_masked_graph_replays_with_new_device_counts():
+    """A CuPy stream capture of the masked GEMM replays with the counts the device buffer holds
+    at replay time (the kernel reads them; nothing was baked in at capture)."""
+    import cupy
+    max_rows, n, k = 96, 256, 512
+    a, sa, b, sb = masked_case([max_rows] * 4, max_rows, n, k, seed=5)
+    counts = cupy.zeros(4, dtype=cupy.int32)
+    out = cupy.empty((4, max_rows, n), dtype=cupy.float32)
+    graph, stream = captured(lambda: fp8gemm.grouped_matmul_masked(a, b, sa, sb, counts, out=out))
+    full = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), [max_rows] * 4))
+    for new in ([3, 0, 96, 50], [96, 96, 1, 0]):
+        out[...] = cupy.nan
+        counts[...] = cupy.asarray(new, dtype=cupy.int32)
+        cupy.cuda.Device().synchronize()
+        graph.launch(stream)
+        stream.synchronize()
+        for e, c in enumerate(new):
+            if c:
+                check_rows(out[e, :c].astype(cupy.float64), full[e, :c], "float32")
+            assert bool(cupy.isnan(out[e, c:]).all()), f"group {e}: rows past count {c} written"
+
+
+def test_masked_out_of_range_device_counts_are_clamped():
+    """Device counts are not checked (no host sync): negative ones act as 0, ones past max_rows as
+    max_rows. Wrong input, but no fault and nothing outside the arrays touched."""
+    import cupy
+    max_rows, n, k = 64, 128, 256
+    a, sa, b, sb = masked_case([max_rows] * 3, max_rows, n, k, seed=9)
+    out = cupy.full((3, max_rows, n), cupy.nan, dtype=cupy.float32)
+    fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray([-5, 10**6, 3], dtype=cupy.int32), out=out)
+    full = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), [0, 64, 3]))
+    assert bool(cupy.isnan(out[0]).all()) and bool(cupy.isnan(out[2, 3:]).all())
+    check_rows(out[1].astype(cupy.float64), full[1], "float32")
+    check_rows(out[2, :3].astype(cupy.float64), full[2, :3], "float32")
+
+
+def test_torch_caller_and_host_offsets():
+    """torch float8 inputs, offsets as a host list: a torch result on the current stream."""
+    import torch
+    sizes = [40, 0, 200]
+    a, sa, b, sb, offsets = contiguous_case(sizes, 384, 512, seed=21)
+    fp8 = torch.float8_e4m3fn
+    out = fp8gemm.grouped_matmul_contiguous(torch.from_dlpack(a).view(fp8), torch.from_dlpack(b).view(fp8),
+                                            torch.from_dlpack(sa), torch.from_dlpack(sb), [0, 40, 40, 240])
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.shape == (240, 384)
+    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
+    with pytest.raises(ValueError, match="offsets must be nondecreasing"):
+        fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, [0, 50, 40, 240])
+    with pytest.raises(ValueError, match=r"counts must lie in 0\.\.max_rows"):
+        m = masked_case([2, 2, 2], 8, 384, 512, seed=1)
+        fp8gemm.grouped_matmul_masked(m[0], b, m[1], sb, [0, 9, 1])
+
+
+def test_empty_groups_launch_nothing():
+    """Every count zero: nothing written; zero rows: an empty result."""
+    import cupy
+    a, sa, b, sb = masked_case([0, 0], 32, 128, 256, seed=2)
+    out = cupy.full((2, 32, 128), cupy.nan, dtype=cupy.float32)
+    fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.zeros(2, dtype=cupy.int32), out=out)
+    assert bool(cupy.isnan(out).all())
+    a, sa, b, sb, offsets = contiguous_case([0, 0, 0], 128, 256, seed=2)
+    res = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets)
+    assert res.shape == (0, 128)
+
+
+# ---- decode: the swap-AB grouped mode (few rows per group), with and without K splits ------------
+
+def grouped_choice(n, k, out_dtype, groups, rows_per_group, active):
+    from fp8gemm.dispatch.selector import grouped_candidate
+    return grouped_candidate(n, k, out_dtype, groups, rows_per_group, active)
+
+
+DECODE = {"mixed": [1, 2, 0, 5, 9, 17, 3, 0, 33], "ones": [1] * 6}
+
+
+@pytest.mark.parametrize("sizes", DECODE, ids=str)
+@pytest.mark.parametrize("n,k,out_dtype", [(256, 1024, "bfloat16"), (300, 400, "float32"), (4096, 2048, "bfloat16")],
+                         ids=str)
+def test_contiguous_decode_swap(sizes, n, k, out_dtype):
+    """Few rows per group take swap-AB (token tiles of 8-32, several per group at 33 rows); the
+    result matches the reference and, bit for bit, one swap-AB matmul per group on the same tile
+    and K splits."""
+    import cupy
+    rows = DECODE[sizes]
+    p, nonempty = sum(rows), sum(1 for r in rows if r)
+    cand = grouped_choice(n, k, out_dtype, len(rows), 2.0 * p / min(len(rows), p), min(len(rows), p))
+    assert cand.swap_ab, cand
+    a, sa, b, sb, offsets = contiguous_case(rows, n, k, seed=n + k + p)
+    got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
+    check_rows(to_cupy_f64(got), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
+    config = Candidate("sm90_fp8_gemm_general", block_n=cand.block_n, stages=4, group_m=1, splits=cand.splits,
+                       swap_ab=True)
+    off = offsets.get()
+    for g in range(len(rows)):
+        lo, hi = int(off[g]), int(off[g + 1])
+        if hi > lo:
+            want = fp8gemm.matmul(a[lo:hi], b[g], sa[lo:hi], sb[g], out_dtype=out_dtype, config=config)
+            assert bool((got[lo:hi].view(cupy.uint8) == want.view(cupy.uint8)).all()), f"group {g} differs"
+    assert nonempty >= 6
+
+
+@pytest.mark.parametrize("n,k", [(256, 1024), (300, 2064), (4096, 4096)], ids=str)
+def test_masked_decode_swap_split_k_poisoned(n, k):
+    """Decode buffers (max_rows 8): swap-AB with K splits; padding rows NaN in A, its scales and
+    out= stay out of the result and unwritten."""
+    import cupy
+    counts, max_rows = [1, 0, 3, 8, 0, 2], 8
+    cand = grouped_choice(n, k, "float32", len(counts), max_rows, len(counts))
+    assert cand.swap_ab and cand.block_n == 8, cand
+    a, sa, b, sb = masked_case(counts, max_rows, n, k, seed=k)
+    out = cupy.full((len(counts), max_rows, n), cupy.nan, dtype=cupy.float32)
+    fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(counts, dtype=cupy.int32), out=out)
+    want = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), counts))
+    valid = cupy.zeros(out.shape[:2], dtype=bool)
+    for e, c in enumerate(counts):
+        valid[e, :c] = True
+    check_rows(out[valid].astype(cupy.float64), want[valid], "float32")
+    assert bool(cupy.isnan(out[~valid]).all()), "a padding row was written"
+
+
+def test_masked_decode_graph_replays_and_expected_rows_hint():
+    """Swap-AB with K splits captured in a CUDA graph (its split workspace is the captured one),
+    replayed with new device counts; the expected_rows hint picks splits for 3 busy groups of 64."""
+    import cupy
+    max_rows, n, k = 16, 512, 2048
+    a, sa, b, sb = masked_case([max_rows] * 64, max_rows, n, k, seed=8)
+    counts = cupy.zeros(64, dtype=cupy.int32)
+    out = cupy.empty((64, max_rows, n), dtype=cupy.float32)
+    graph, stream = captured(lambda: fp8gemm.grouped_matmul_masked(a, b, sa, sb, counts, out=out, expected_rows=6))
+    full = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), [max_rows] * 64))
+    for new in ([0] * 60 + [1, 16, 0, 5], [3] * 64):
+        out[...] = cupy.nan
+        counts[...] = cupy.asarray(new, dtype=cupy.int32)
+        cupy.cuda.Device().synchronize()
+        graph.launch(stream)
+        stream.synchronize()
+        got = to_cupy_f64(out)
+        valid = cupy.zeros(out.shape[:2], dtype=bool)
+        for e, c in enumerate(new):
+            valid[e, :c] = True
+        check_rows(got[valid], full[valid], "float32")
+        assert bool(cupy.isnan(got[~valid]).all()), "rows past the counts written"

@@ -1,0 +1,114 @@
+"""CPU: the grouped GEMM's rules (fp8gemm.grouped_matmul_contiguous / _masked) raise the right
+exception naming the argument; good inputs give the problem the kernel's grouped mode expects; the
+dispatcher's grouped tile fits shared memory beside the tile prefix."""
+import pytest
+
+from test_validate import T
+
+from fp8gemm.dispatch.selector import (GROUPED_MAX_GROUPS, MAX_SMEM_PER_BLOCK, grouped_candidate,
+                                       grouped_smem_bytes)
+from fp8gemm.validate import MAX_GROUPS, validate_grouped
+
+
+def contiguous(p=300, g=4, n=256, k=512, **over):
+    kb, nb = -(-k // 128), -(-n // 128)
+    args = dict(a=T("a", "float8_e4m3fn", (p, k)), b=T("b", "float8_e4m3fn", (g, n, k)),
+                sa=T("a_scale", "float32", (p, kb)), sb=T("b_scale", "float32", (g, nb, kb)),
+                groups=T("offsets", "int32", (g + 1,)), out=None, out_dtype=None, masked=False)
+    args.update(over)
+    return args
+
+
+def masked(g=4, rows=64, n=256, k=512, **over):
+    kb, nb = -(-k // 128), -(-n // 128)
+    args = dict(a=T("a", "uint8", (g, rows, k)), b=T("b", "uint8", (g, n, k)),
+                sa=T("a_scale", "float32", (g, rows, kb)), sb=T("b_scale", "float32", (g, nb, kb)),
+                groups=T("counts", "int32", (g,)), out=None, out_dtype=None, masked=True)
+    args.update(over)
+    return args
+
+
+def run(kw):
+    return validate_grouped(kw["a"], kw["b"], kw["sa"], kw["sb"], kw["groups"], kw["out"], kw["out_dtype"],
+                            kw["masked"])
+
+
+def test_contiguous_problem():
+    kw = contiguous()
+    gp = run(kw)
+    p = gp.gemm
+    assert (p.m, p.n, p.k, p.out_shape, p.b_ptr, p.ldb) == (300, 256, 512, (300, 256), kw["b"].ptr, 512)
+    assert (gp.num_groups, gp.group_rows, gp.groups_ptr, gp.sb_stride_g) == (4, 0, kw["groups"].ptr, 8)
+
+
+def test_masked_problem_rows_of_all_groups():
+    kw = masked(sb=T("b_scale", "float32", (4, 2, 4), strides=(1, 4, 8)))   # any scale strides
+    gp = run(kw)
+    assert (gp.gemm.m, gp.gemm.out_shape, gp.group_rows, gp.sb_stride_g) == (256, (4, 64, 256), 64, 1)
+    assert (gp.gemm.sb_stride_n, gp.gemm.sb_stride_k, gp.gemm.lda, gp.gemm.sa_stride_m) == (4, 8, 512, 4)
+
+
+BAD = [
+    (contiguous(b=T("b", "uint8", (256, 512))), ValueError, r"b must have shape \[G, N, K\]"),
+    (contiguous(b=T("b", "uint8", (4, 256, 512), strides=(256 * 512 + 16, 512, 1))), ValueError,
+     "b's groups must follow each other without gaps"),
+    (contiguous(sb=T("b_scale", "float32", (2, 4))), ValueError, r"b_scale must have shape \(G, ceil"),
+    (contiguous(groups=T("offsets", "int64", (5,))), TypeError, "offsets must be int32"),
+    (contiguous(groups=T("offsets", "int32", (4,))), ValueError, r"offsets must have shape \(5,\)"),
+    (contiguous(groups=T("offsets", "int32", (5,), strides=(2,))), ValueError, "offsets must be contiguous"),
+    (contiguous(groups=T("offsets", "int32", (5,), device=None)), ValueError, "offsets is on the CPU"),
+    (contiguous(a=T("a", "uint8", (2, 150, 512))), ValueError, r"a must have shape \[P, K\]"),
+    (masked(a=T("a", "uint8", (3, 64, 512))), ValueError, r"a must have shape \[G, max_rows, K\] with G = 4"),
+    (masked(groups=T("counts", "int32", (5,))), ValueError, r"counts must have shape \(4,\)"),
+    (masked(a=T("a", "uint8", (4, 64, 512), strides=(64 * 512 + 16, 512, 1))), ValueError,
+     "a's leading dimensions cannot be flattened"),
+    (masked(b=T("b", "float16", (4, 256, 512))), TypeError, "b must be FP8"),
+    (masked(k=520), ValueError, "K must be a positive multiple of 16"),
+    (masked(out=T("out", "float32", (4, 64, 200))), ValueError, r"out must have shape \(4, 64, 256\)"),
+    (contiguous(g=MAX_GROUPS + 1), ValueError, "b must hold 1..8192 groups"),
+]
+
+
+@pytest.mark.parametrize("kw,exc,msg", BAD, ids=lambda v: v if isinstance(v, str) else "")
+def test_bad_input(kw, exc, msg):
+    with pytest.raises(exc, match=msg):
+        run(kw)
+
+
+def test_out_overlapping_a_later_group_of_b():
+    b = T("b", "uint8", (4, 256, 512))
+    out = T("out", "bfloat16", (300, 256), ptr=b.ptr + 3 * 256 * 512)   # inside group 3's weights
+    with pytest.raises(ValueError, match="out overlaps b"):
+        run(contiguous(b=b, out=out))
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("n,groups", [(4096, 1), (4096, 256), (7168, 384), (40, 8), (300, GROUPED_MAX_GROUPS)])
+def test_grouped_tile_fits_beside_the_prefix(n, groups, out_dtype):
+    c = grouped_candidate(n, 4096, out_dtype, groups)
+    assert grouped_smem_bytes(c, out_dtype, groups) <= MAX_SMEM_PER_BLOCK
+    assert c.block_n == (64 if n <= 64 else 128) and 2 <= c.stages <= 6
+    if groups <= 384 and out_dtype == "bfloat16":
+        assert c.stages == 6          # DeepSeek-V4's expert counts keep the full ring
+
+
+def test_grouped_limits_agree():
+    assert MAX_GROUPS == GROUPED_MAX_GROUPS
+    with pytest.raises(ValueError, match="1..8192 groups"):
+        grouped_candidate(256, 512, "bfloat16", 0)
+
+
+def test_decode_takes_swap_ab_and_splits_only_when_the_waves_need_them():
+    """One row per group on 6 of 256 experts: swap-AB on 8-wide token tiles, and 6 x 32 weight
+    tiles (one and a half waves on 132 SMs) split K in two; 42 busy experts do not split; many
+    rows per group (prefill) or none known keep 128-row token tiles."""
+    c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=1, active_groups=6, num_sms=132)
+    assert (c.swap_ab, c.block_n, c.splits, c.group_m) == (True, 8, 2, 1)
+    c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=2.3, active_groups=42, num_sms=132)
+    assert (c.swap_ab, c.block_n, c.splits) == (True, 8, 1)
+    assert grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=12, active_groups=255).block_n == 16
+    for per_group in (48, None):
+        c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=per_group, active_groups=256)
+        assert (c.swap_ab, c.block_n, c.splits) == (False, 128, 1)
+    c = grouped_candidate(4096, 256, "bfloat16", 8, rows_per_group=1, active_groups=1, num_sms=132)
+    assert c.splits == 1                       # K = 256: two K blocks, nothing to split
