@@ -190,7 +190,6 @@ def grouped_smem_bytes(c: Candidate, out_dtype: str, num_groups: int) -> int:
 
 
 GROUPED_SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
-GROUPED_MAX_SPLITS = 4
 
 
 def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
@@ -201,7 +200,7 @@ def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_
     so this is an estimate; None: unknown, many). Up to 32 (decode): swap-AB, the group's weight
     rows on wgmma's 128-row side and its tokens on an 8/16/32-wide token tile, so no MMA row is
     wasted and the weights stream once; then K splits when the tiles of ``active_groups`` would
-    leave the last wave of SMs mostly empty (6 experts x 32 weight tiles on 132 SMs). Otherwise
+    leave over half the SMs idle (the plain kernel's rule). Otherwise
     128-row token tiles and block_n 128 (the smallest tile holding N below that). Stages: as many
     as shared memory holds beside the tile prefix."""
     if not 1 <= num_groups <= GROUPED_MAX_GROUPS:
@@ -212,12 +211,10 @@ def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_
         block_n = next(b for b in SWAP_BLOCK_NS if b >= rows_per_group)
         active = max(1, min(num_groups, active_groups or num_groups))
         tiles = active * -(-n // GENERAL_BLOCK_M)
-        k_blocks = -(-k // GENERAL_BLOCK_K)
-
-        def waves(sp):       # full-K passes of the SMs, plus a tenth of one per extra split
-            return -(-tiles * sp // num_sms) / sp + 0.1 * (sp - 1)
-        if tiles < 2 * num_sms:
-            splits = min(range(1, min(GROUPED_MAX_SPLITS, max(1, k_blocks // 2)) + 1), key=waves)
+        # NOTES: the plain kernel's rule (SMs half idle). Splitting 6 experts x 32 tiles in two
+        # to even out 1.5 waves measured slower (flash L1 / L2 at one token: 34.8 / 23.1 us
+        # against 31.3 / 17.9 unsplit; bench/NOTES.md v12).
+        splits = _general_splits(tiles, -(-k // GENERAL_BLOCK_K), num_sms)
         why = (f"swap-AB, token tile {block_n} (about {rows_per_group:.3g} rows per group), "
                f"splits={splits} for about {tiles} tiles")
     else:

@@ -98,17 +98,17 @@ def test_grouped_limits_agree():
         grouped_candidate(256, 512, "bfloat16", 0)
 
 
-def test_decode_takes_swap_ab_and_splits_only_when_the_waves_need_them():
-    """One row per group on 6 of 256 experts: swap-AB on 8-wide token tiles, and 6 x 32 weight
-    tiles (one and a half waves on 132 SMs) split K in two; 42 busy experts do not split; many
-    rows per group (prefill) or none known keep 128-row token tiles."""
+def test_decode_takes_swap_ab_and_splits_only_when_sms_would_idle():
+    """One row per group: swap-AB on 8-wide token tiles. 6 experts x 32 weight tiles fill the SMs
+    (no split); 3 experts x 16 tiles leave most idle: K splits. Many rows per group (prefill) or
+    none known keep 128-row token tiles."""
     c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=1, active_groups=6, num_sms=132)
-    assert (c.swap_ab, c.block_n, c.splits, c.group_m) == (True, 8, 2, 1)
-    c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=2.3, active_groups=42, num_sms=132)
-    assert (c.swap_ab, c.block_n, c.splits) == (True, 8, 1)
+    assert (c.swap_ab, c.block_n, c.splits, c.group_m) == (True, 8, 1, 1)
+    c = grouped_candidate(2048, 4096, "bfloat16", 256, rows_per_group=1, active_groups=3, num_sms=132)
+    assert (c.swap_ab, c.block_n, c.splits) == (True, 8, 2)
     assert grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=12, active_groups=255).block_n == 16
     for per_group in (48, None):
         c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=per_group, active_groups=256)
         assert (c.swap_ab, c.block_n, c.splits) == (False, 128, 1)
-    c = grouped_candidate(4096, 256, "bfloat16", 8, rows_per_group=1, active_groups=1, num_sms=132)
+    c = grouped_candidate(2048, 256, "bfloat16", 8, rows_per_group=1, active_groups=1, num_sms=132)
     assert c.splits == 1                       # K = 256: two K blocks, nothing to split
