@@ -18,10 +18,11 @@ from . import reference  # noqa: E402
 from .api import matmul  # noqa: E402
 from .dispatch import explain  # noqa: E402
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked  # noqa: E402
+from .moe_layer import moe  # noqa: E402
 from .quantize import quantize_per_token_group  # noqa: E402
 from .reference import quantize_per_block  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "explain", "quantize_per_token_group", "quantize_per_block", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "explain", "quantize_per_token_group", "quantize_per_block", "reference",
            "__version__"]

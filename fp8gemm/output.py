@@ -14,7 +14,8 @@ from .intake import JAX, TORCH
 
 _NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
               "float32": np.dtype(np.float32),
-              "float8_e4m3fn": np.dtype(np.uint8)}   # CuPy has no FP8 dtype: its bytes
+              "float8_e4m3fn": np.dtype(np.uint8),   # CuPy has no FP8 dtype: its bytes
+              "int32": np.dtype(np.int32)}
 
 
 def _torch_stream(device: int) -> int:

@@ -22,7 +22,11 @@ GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_
                   "const int*, unsigned, unsigned, long long")
 # The short-K kernel's: the general kernel's up to N.
 SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
-PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS}
+MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
+                   "const float*, void*, float*, unsigned, unsigned, float")
+QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
+          "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
 
 
 def _instantiations():
@@ -57,6 +61,11 @@ def _instantiations():
         swap = "true" if c.swap_ab else "false"
         for store in ("false",) if c.swap_ab else ("true", "false"):
             seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
+    for op in range(5):                    # fp8gemm/moe_layer.py: count, scan, scatter, SwiGLU, combine
+        seen.add(("moe_glue", (op,)))
+    for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
+        for loads in (0, 1, 2):
+            seen.add(("quantize_per_token_group", (in_type, loads)))
     return sorted(seen)
 
 

@@ -112,3 +112,39 @@ def test_decode_takes_swap_ab_and_splits_only_when_sms_would_idle():
         assert (c.swap_ab, c.block_n, c.splits) == (False, 128, 1)
     c = grouped_candidate(2048, 256, "bfloat16", 8, rows_per_group=1, active_groups=1, num_sms=132)
     assert c.splits == 1                       # K = 256: two K blocks, nothing to split
+
+
+# ---- the MoE layer's own rules (fp8gemm.moe; the grouped GEMMs check the weights' layouts) ----
+
+def layer_args(t=5, h=256, i=128, e=8, k=2, **over):
+    args = dict(tx=T("x", "float8_e4m3fn", (t, h)), txs=T("x_scale", "float32", (t, -(-h // 128))),
+                ids=T("topk_ids", "int32", (t, k)), wts=T("topk_weights", "float32", (t, k)),
+                tw1=T("w1", "float8_e4m3fn", (e, 2 * i, h)), tw2=T("w2", "float8_e4m3fn", (e, h, i)))
+    args.update(over)
+    return args
+
+
+def test_layer_rules_accept_and_measure():
+    from fp8gemm.moe_layer import _check
+    assert _check(**layer_args()) == (5, 256, 2, 8, 128)
+
+
+LAYER_BAD = [
+    (dict(tx=T("x", "float16", (5, 256))), TypeError, "x must be FP8 E4M3"),
+    (dict(tx=T("x", "uint8", (5, 200)), txs=T("x_scale", "float32", (5, 2))), ValueError, "multiple of 16"),
+    (dict(txs=T("x_scale", "float32", (5, 3))), ValueError, r"x_scale must be float32 \[T, ceil\(H/128\)\]"),
+    (dict(ids=T("topk_ids", "int32", (4, 2))), ValueError, r"topk_ids must be \[T, k\] with T = 5"),
+    (dict(wts=T("topk_weights", "float32", (5, 3))), ValueError, "topk_weights must have topk_ids' shape"),
+    (dict(tw1=T("w1", "uint8", (8, 200, 256)), tw2=T("w2", "uint8", (8, 256, 100))), ValueError,
+     "I .* must be a positive multiple of 128"),
+    (dict(tw2=T("w2", "uint8", (8, 128, 128))), ValueError, r"w2 must be \[E, H, I\] = \(8, 256, 128\)"),
+    (dict(ids=T("topk_ids", "int32", (5, 2), strides=(4, 1))), ValueError, "topk_ids must be contiguous"),
+    (dict(wts=T("topk_weights", "float32", (5, 2), device=None)), ValueError, "topk_weights must be on the GPU of x"),
+]
+
+
+@pytest.mark.parametrize("over,exc,msg", LAYER_BAD, ids=lambda v: v if isinstance(v, str) else "")
+def test_layer_rules_reject(over, exc, msg):
+    from fp8gemm.moe_layer import _check
+    with pytest.raises(exc, match=msg):
+        _check(**layer_args(**over))

@@ -1,7 +1,7 @@
 """Correctness run for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every kernel
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only]
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
 import sys
@@ -103,10 +103,41 @@ def grouped_cases() -> int:
     return bad
 
 
+def moe_case() -> int:
+    """The unfused MoE layer (route, scatter, two grouped GEMMs, SwiGLU + requantize, combine) with
+    one dropped pair, against the float64 reference of the layer."""
+    import numpy as np
+
+    from fp8gemm import moe_reference
+    rng = np.random.default_rng(5)
+    experts, hidden, inter, tokens, top_k = 8, 384, 256, 37, 3
+    q1, s1 = zip(*(reference.quantize_per_block(rng.standard_normal((2 * inter, hidden)) * 0.15)
+                   for _ in range(experts)))
+    q2, s2 = zip(*(reference.quantize_per_block(rng.standard_normal((hidden, inter)) * 0.02)
+                   for _ in range(experts)))
+    q1, s1, q2, s2 = np.stack(q1), np.stack(s1), np.stack(q2), np.stack(s2)
+    ids = np.stack([rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
+    ids[5, 1] = -1
+    w = np.full((tokens, top_k), 1.0 / top_k, dtype=np.float32)
+    xq, xs = reference.quantize_per_token_group(rng.standard_normal((tokens, hidden)).astype(np.float32))
+    dev = [cupy.asarray(a) for a in (xq.view(np.uint8), ids, w, q1.view(np.uint8), s1, q2.view(np.uint8), s2, xs)]
+    out = fp8gemm.moe(*dev[:7], x_scale=dev[7])
+    cupy.cuda.Device().synchronize()
+    keep = ids >= 0
+    want = moe_reference.moe(xq, np.where(keep, ids, 0), np.where(keep, w, 0), q1, s1, q2, s2, x_scale=xs)
+    err = reference.rel_fro_error(as_float64(out), cupy.asarray(want))
+    ok = err <= 1e-2
+    print(f"{'ok  ' if ok else 'BAD '} moe layer T={tokens} E={experts} k={top_k} err {err:.2e}", flush=True)
+    return 0 if ok else 1
+
+
 def main() -> int:
+    if "--moe-only" in sys.argv:
+        return moe_case()
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
+    bad += moe_case()
     bad += grouped_cases()
     for m, n, k, dt, cand, what in CASES:
         case = random_case(m, n, k, seed=m + n + k)

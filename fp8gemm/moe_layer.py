@@ -1,0 +1,170 @@
+"""The MoE layer on the GPU, unfused: routing, two grouped GEMMs and the glue between them.
+
+    out[t] = sum_j  w[t, j] * L2[e](requant(swiglu(L1[e](x[t]))))     e = ids[t, j], j = 0..k-1
+
+(fp8gemm.moe_reference.moe is the float64 definition.) Every step runs on the caller's stream
+with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
+
+1. route: count the pairs per expert, scan them into offsets [E + 1], and copy every (token, slot)
+   pair's FP8 row and scales into its expert's range of rows (the order inside a range comes from
+   atomics; each row's results depend on that row alone, so the output does not);
+2. L1: fp8gemm.grouped_matmul_contiguous into h [P, 2I] in FP32 (P = T * k pairs);
+3. SwiGLU with DeepSeek-V4's clamp, then per-1x128 FP8 requantization, exactly as the reference
+   quantizes (so an FP32 h within ~1e-6 of the float64 one almost never lands on another FP8 code);
+4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
+5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
+"""
+from __future__ import annotations
+
+import math
+
+from . import compiler, driver, output
+from .grouped import grouped_matmul_contiguous
+from .intake import JAX, TORCH, framework_of, intake
+from .launcher import KernelParams, launch
+from .moe_reference import SWIGLU_LIMIT
+from .quantize import quantize_per_token_group
+from .validate import FP8_DTYPES, MAX_GROUPS
+
+_VARIANT = "moe_glue"
+COUNT, SCAN, SCATTER, SWIGLU, COMBINE = range(5)     # moe_glue.cu: moe::Op
+THREADS, SCAN_THREADS = 256, 1024
+MAX_BLOCKS = 4096                                    # grid-stride ops: enough to fill 132 SMs
+
+
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT):
+    """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
+
+    x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
+                 bf16 / fp16 / fp32 with x_scale None (quantized here per 1 x 128 group).
+    topk_ids     [T, k] int32 (or int64) expert ids; pairs with an id outside 0..E-1 are dropped.
+    topk_weights [T, k] float32.
+    w1, w1_scale [E, 2I, H] FP8 (gate rows, then up rows) with [E, ceil(2I/128), ceil(H/128)].
+    w2, w2_scale [E, H, I] FP8 with [E, ceil(H/128), I/128].
+    limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
+    H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
+    """
+    framework = framework_of(x)
+    stream_for = output.stream_for_framework(framework)
+    if x_scale is None:
+        x, x_scale = quantize_per_token_group(x)
+    tx = intake(x, "x", stream_for)
+    txs = intake(x_scale, "x_scale", stream_for)
+    ids = _as_dtype(topk_ids, "topk_ids", ("int32", "int64"), "int32", framework, stream_for)
+    wts = _as_dtype(topk_weights, "topk_weights", ("float32",), "float32", framework, stream_for)
+    tw1 = intake(w1, "w1", stream_for)
+    tw2 = intake(w2, "w2", stream_for)
+    t, hidden, top_k, experts, inter = _check(tx, txs, ids, wts, tw1, tw2)
+    device = tx.device
+    pairs = t * top_k
+    if pairs == 0:
+        out, _ = output.allocate(framework, (t, hidden), "bfloat16", device)
+        return output.finish(framework, out, (t, hidden), "bfloat16", device, stream_for(device))
+    stream = stream_for(device)
+    groups_h = -(-hidden // 128)
+
+    def buf(shape, dtype):
+        return output.allocate(framework, shape, dtype, device)
+
+    counts, counts_p = buf((experts,), "int32")
+    offsets, offsets_p = buf((experts + 1,), "int32")
+    fill, fill_p = buf((experts,), "int32")
+    pair_row, pair_row_p = buf((pairs,), "int32")
+    xs, xs_p = buf((pairs, hidden), "float8_e4m3fn")
+    xs_scale, xs_scale_p = buf((pairs, groups_h), "float32")
+    h, h_p = buf((pairs, 2 * inter), "float32")
+    act, act_p = buf((pairs, inter), "float8_e4m3fn")
+    act_scale, act_scale_p = buf((pairs, inter // 128), "float32")
+    y, y_p = buf((pairs, hidden), "bfloat16")
+    out, out_p = buf((t, hidden), "bfloat16")
+    lim = math.inf if limit is None else float(limit)
+
+    def glue(op, grid, threads, src=0, src_scale=0, dst=0, dst_scale=0, rows=0, cols=0):
+        kern = compiler.get_kernel(device, _VARIANT, (op,), 0)
+        params = KernelParams((("u64", ids.ptr), ("u64", wts.ptr), ("u32", pairs), ("u32", top_k),
+                               ("u32", experts), ("u64", counts_p), ("u64", offsets_p), ("u64", fill_p),
+                               ("u64", pair_row_p), ("u64", src), ("u64", src_scale), ("u64", dst),
+                               ("u64", dst_scale), ("u32", rows), ("u32", cols), ("f32", lim)))
+        launch(device, driver.launch_args(kern.kernel.ptr, grid, threads, 0), stream, params.pointers)
+
+    driver.memset_u32_async(counts_p, 0, experts, stream)
+    glue(COUNT, min(-(-pairs // THREADS), MAX_BLOCKS), THREADS)
+    glue(SCAN, 1, SCAN_THREADS)
+    glue(SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, tx.ptr, txs.ptr, xs_p, xs_scale_p,
+         cols=hidden)
+    grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h)
+    glue(SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, h_p, 0, act_p, act_scale_p,
+         rows=pairs, cols=inter)
+    grouped_matmul_contiguous(act, w2, act_scale, w2_scale, offsets, out=y)
+    glue(COMBINE, t, THREADS, y_p, 0, out_p, 0, rows=t, cols=hidden)
+    # The intermediates go back to the caller's allocator here; it orders their reuse after this
+    # stream's work (torch's caching allocator and CuPy's pool are both stream-ordered).
+    return output.finish(framework, out, (t, hidden), "bfloat16", device, stream)
+
+
+def _as_dtype(arr, name, accepted, want, framework, stream_for):
+    """intake ``arr``; an accepted dtype other than ``want`` is converted by the caller's framework."""
+    t = intake(arr, name, stream_for)
+    if t.dtype not in accepted:
+        raise TypeError(f"{name} must be {' or '.join(accepted)}; got dtype {t.dtype}")
+    if t.dtype != want:
+        if framework == TORCH:
+            import torch
+
+            arr = arr.to(getattr(torch, want))
+        elif framework == JAX:
+            arr = arr.astype(want)
+        else:
+            arr = arr.astype(want)
+        t = intake(arr, name, stream_for)
+    return t
+
+
+def _contiguous(t, name):
+    if 0 in t.shape:
+        return                   # an empty array's strides mean nothing (CuPy reports zeros)
+    want, acc = [], 1
+    for d in reversed(t.shape):
+        want.append(acc)
+        acc *= d
+    if any(s != w for s, w, d in zip(t.strides, reversed(want), t.shape) if d > 1):
+        raise ValueError(f"{name} must be contiguous (row-major); got strides {t.strides} for shape {t.shape}")
+
+
+def _check(tx, txs, ids, wts, tw1, tw2):
+    """The layer's own rules (the grouped GEMMs check the weights' and scales' layouts):
+    returns (T, H, k, E, I)."""
+    if tx.dtype not in FP8_DTYPES:
+        raise TypeError(f"x must be FP8 E4M3 (or uint8 bytes) with x_scale, or bf16/fp16/fp32 without; "
+                        f"got dtype {tx.dtype}")
+    if tx.ndim != 2:
+        raise ValueError(f"x must be [T, H]; got shape {tx.shape}")
+    t, hidden = tx.shape
+    if hidden % 16:
+        raise ValueError(f"H (x.shape[1]) must be a multiple of 16; got {hidden}")
+    if txs.dtype != "float32" or txs.shape != (t, -(-hidden // 128)):
+        raise ValueError(f"x_scale must be float32 [T, ceil(H/128)] = {(t, -(-hidden // 128))}; "
+                         f"got {txs.dtype} {txs.shape}")
+    if ids.ndim != 2 or ids.shape[0] != t or ids.shape[1] < 1:
+        raise ValueError(f"topk_ids must be [T, k] with T = {t}; got shape {ids.shape}")
+    if wts.shape != ids.shape:
+        raise ValueError(f"topk_weights must have topk_ids' shape {ids.shape}; got {wts.shape}")
+    if tw1.ndim != 3 or tw2.ndim != 3:
+        raise ValueError(f"w1 must be [E, 2I, H] and w2 [E, H, I]; got {tw1.shape} and {tw2.shape}")
+    experts, two_i, h1 = tw1.shape
+    inter = two_i // 2
+    if h1 != hidden or two_i != 2 * inter:
+        raise ValueError(f"w1 must be [E, 2I, H] with H = {hidden}; got {tw1.shape}")
+    if inter % 128 or inter == 0:
+        raise ValueError(f"I (w1.shape[1] / 2) must be a positive multiple of 128; got {inter}")
+    if tw2.shape != (experts, hidden, inter):
+        raise ValueError(f"w2 must be [E, H, I] = {(experts, hidden, inter)}; got {tw2.shape}")
+    if not 1 <= experts <= MAX_GROUPS:
+        raise ValueError(f"E must be 1..{MAX_GROUPS}; got {experts}")
+    for arr, name in ((tx, "x"), (txs, "x_scale"), (ids, "topk_ids"), (wts, "topk_weights")):
+        if arr.device is None or arr.device != tx.device:
+            raise ValueError(f"{name} must be on the GPU of x")
+        _contiguous(arr, name)
+    if tx.ptr % 16:
+        raise ValueError("x's data pointer must be 16-byte aligned; pass a fresh contiguous array")
+    return t, hidden, ids.shape[1], experts, inter

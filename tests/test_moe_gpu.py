@@ -1,0 +1,119 @@
+"""GPU tests of the unfused MoE layer (fp8gemm.moe) against the float64 reference of the whole
+layer (fp8gemm.moe_reference.moe): uniform and skewed routing (empty experts, every token on the
+same experts), FP8 or bf16 input, torch and CuPy callers, dropped pairs, bitwise reproducibility.
+
+The bound: the reference requantizes the float64 SwiGLU output to FP8; we requantize an FP32 one
+(L1 in FP32 with per-wgmma promotion, ~5e-5 relative), which lands on another FP8 code for about
+5e-5 / 2^-4 ~ 1e-3 of the elements (one code step, <= 12.5% of that element). The rest is the
+bf16 rounding of y and of the output (2^-9 each) and the FP8 GEMMs' own ~2e-4: a relative
+Frobenius error of a few 1e-3, well inside the 1e-2 asked for."""
+import numpy as np
+import pytest
+
+import fp8gemm
+from fp8gemm import moe_reference, reference
+
+pytestmark = pytest.mark.gpu
+MOE_TOL = 1e-2
+
+
+def layer(experts, hidden, inter, seed):
+    """Expert weights quantized per 128 x 128 block, scaled so that h and y are about 1-5."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((experts, 2 * inter, hidden)).astype(np.float32) * (3.0 / np.sqrt(hidden))
+    w2 = rng.standard_normal((experts, hidden, inter)).astype(np.float32) * (0.3 / np.sqrt(inter))
+    q1, s1 = zip(*(reference.quantize_per_block(w) for w in w1))
+    q2, s2 = zip(*(reference.quantize_per_block(w) for w in w2))
+    return np.stack(q1), np.stack(s1), np.stack(q2), np.stack(s2)
+
+
+def routing(tokens, experts, top_k, skewed, seed):
+    rng = np.random.default_rng(seed + 1)
+    if skewed:      # every token on the same top-k experts: the others stay empty
+        ids = np.tile(np.arange(3, 3 + top_k) % experts, (tokens, 1))
+    else:
+        ids = np.stack([rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).reshape(tokens, top_k)
+    w = rng.random((tokens, top_k)).astype(np.float32) + 0.1
+    return ids.astype(np.int32), (w / w.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def rel_err(got, want):
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def to_f64(x):
+    import cupy
+    if hasattr(x, "cpu"):
+        return x.float().cpu().numpy().astype(np.float64)
+    return (cupy.asarray(x).view(cupy.uint16).astype(cupy.uint32) << 16).view(cupy.float32).get().astype(np.float64)
+
+
+@pytest.mark.parametrize("skewed", [False, True], ids=["uniform", "skewed"])
+@pytest.mark.parametrize("tokens,top_k", [(1, 2), (7, 6), (64, 6), (300, 4)], ids=str)
+@pytest.mark.parametrize("fp8_input", [True, False], ids=["fp8_x", "bf16_x"])
+def test_layer_matches_reference_torch(tokens, top_k, skewed, fp8_input):
+    import torch
+    experts, hidden, inter = 8, 384, 256
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=tokens)
+    ids, w = routing(tokens, experts, top_k, skewed, seed=tokens)
+    x = np.random.default_rng(tokens + 7).standard_normal((tokens, hidden)).astype(np.float32)
+    x_bf16 = torch.from_numpy(x).to(torch.bfloat16)
+    xq, xs = reference.quantize_per_token_group(x_bf16.float().numpy())
+    fp8 = torch.float8_e4m3fn
+
+    def dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    w1, w2 = dev(q1.view(np.uint8)).view(fp8), dev(q2.view(np.uint8)).view(fp8)
+    ids64 = dev(ids.astype(np.int64))                  # torch.topk's dtype: converted inside
+    if fp8_input:
+        out = fp8gemm.moe(dev(xq.view(np.uint8)).view(fp8), ids64, dev(w), w1, dev(s1), w2, dev(s2), x_scale=dev(xs))
+    else:
+        out = fp8gemm.moe(x_bf16.cuda(), ids64, dev(w), w1, dev(s1), w2, dev(s2))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.shape == (tokens, hidden)
+    want = moe_reference.moe(xq, ids, w, q1, s1, q2, s2, x_scale=xs)
+    got = to_f64(out)
+    assert np.isfinite(got).all()
+    assert np.abs(want).max() > 0.1, "degenerate case"
+    err = rel_err(got, want)
+    print(f"moe T={tokens} k={top_k} skewed={skewed} fp8_x={fp8_input}: relative Frobenius error {err:.2e}")
+    assert err <= MOE_TOL, f"relative Frobenius error {err:.3e} > {MOE_TOL}"
+    assert reference.calc_diff(got, want) <= 1e-4
+
+
+def test_cupy_caller_reproducible_and_dropped_pairs():
+    """CuPy arrays in, CuPy bf16 out; two runs agree bit for bit (the rows' order inside an
+    expert comes from atomics, the sums do not); an id of -1 or >= E drops that pair."""
+    import cupy
+    experts, hidden, inter, tokens, top_k = 16, 256, 128, 50, 4
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=3)
+    ids, w = routing(tokens, experts, top_k, False, seed=3)
+    x = np.random.default_rng(4).standard_normal((tokens, hidden)).astype(np.float32)
+    xq, xs = reference.quantize_per_token_group(x)
+    args = [cupy.asarray(a) for a in (xq.view(np.uint8), ids, w, q1.view(np.uint8), s1, q2.view(np.uint8), s2, xs)]
+    first = fp8gemm.moe(*args[:7], x_scale=args[7])
+    second = fp8gemm.moe(*args[:7], x_scale=args[7])
+    assert bool((first.view(cupy.uint16) == second.view(cupy.uint16)).all()), "not reproducible"
+    dropped = ids.copy()
+    dropped[::3, 1] = -1
+    dropped[1::5, 0] = experts
+    args[1] = cupy.asarray(dropped)
+    got = to_f64(fp8gemm.moe(*args[:7], x_scale=args[7]))
+    keep = (dropped >= 0) & (dropped < experts)
+    want = moe_reference.moe(xq, np.where(keep, dropped, 0), np.where(keep, w, 0), q1, s1, q2, s2, x_scale=xs)
+    assert rel_err(got, want) <= MOE_TOL
+
+
+def test_bad_layer_input():
+    import cupy
+    q1, s1, q2, s2 = layer(4, 256, 128, seed=1)
+    x = cupy.zeros((3, 256), dtype=cupy.float32)
+    ids, w = cupy.zeros((3, 2), dtype=cupy.int32), cupy.full((3, 2), 0.5, dtype=cupy.float32)
+    w1, w2 = cupy.asarray(q1.view(np.uint8)), cupy.asarray(q2.view(np.uint8))
+    with pytest.raises(ValueError, match="topk_weights must have topk_ids' shape"):
+        fp8gemm.moe(x, ids, w[:, :1], w1, cupy.asarray(s1), w2, cupy.asarray(s2))
+    with pytest.raises(TypeError, match="topk_ids must be int32 or int64"):
+        fp8gemm.moe(x, w, w, w1, cupy.asarray(s1), w2, cupy.asarray(s2))
+    with pytest.raises(ValueError, match=r"w2 must be \[E, H, I\]"):
+        fp8gemm.moe(x, ids, w, w1, cupy.asarray(s1), w2[:, :128], cupy.asarray(s2))
+    empty = fp8gemm.moe(x[:0], ids[:0], w[:0], w1, cupy.asarray(s1), w2, cupy.asarray(s2))
+    assert empty.shape == (0, 256)
