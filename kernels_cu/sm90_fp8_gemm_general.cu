@@ -25,6 +25,10 @@
 // Swap-AB (kSwapAB, for M <= 64): the same mainloop computes C^T = B A^T, weight rows on wgmma's
 // 64-row M side and tokens on its N side (BLOCK_N = 8..64), so no MMA row is wasted on padding;
 // Bs becomes one scalar per tile and As a scale per column; the epilogue stores transposed.
+// Grouped (kGrouped, MoE): A and C hold every group's rows, B is [G * N, K]; the groups come as
+// device offsets [G + 1] or counts [G] (masked: group g owns rows g * group_rows ..), which every
+// CTA scans into a shared-memory prefix of token tiles (scheduler.cuh); a tile never stores past
+// its group's end. Plain, or swap-AB for decode (the group's tokens on the BLOCK_N side).
 // Split-K (num_splits > 1, for small M): each split writes its FP32 partial tile to a workspace;
 // the last split of a tile to finish (an atomic counter per tile) sums all partials in split order
 // 0..S-1 and writes C, so the result is bitwise reproducible. It then resets the counter to 0, so
