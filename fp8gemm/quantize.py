@@ -17,9 +17,8 @@ from .validate import _collapse_rows as collapse_rows
 GROUP = 128
 THREADS = 256
 MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
-VECTOR_LOADS_BIG = 2             # groups in flight per half-warp on big inputs (tools/quant_bench.py:
-                                 # 1, 2, 4 gave 2.66, 2.77, 2.34 TB/s at 4096 x 7168 bf16)
-BIG_INPUT_GROUPS = 132 * 32 * 8   # groups from which 2 per half-warp still fill every SM
+VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many groups (tools/quant_exp.py:
+                                 # 1 and 2 within 3% of each other, 0.93-0.99 of a same-bytes stream)
 _IN_TYPES = {"bfloat16": 0, "float16": 1, "float32": 2}
 _VARIANT = "quantize_per_token_group"
 
@@ -61,18 +60,17 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     stream = stream_for(t.device)
     if rows > 0:
         vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
-        # kernels_cu/quantize_per_token_group.cu: the vector path takes 2 * loads groups per warp
-        # (VECTOR_LOADS_BIG once there are enough groups to fill every SM that way, else 1), the
-        # element path 1.
-        loads = (VECTOR_LOADS_BIG if rows * groups >= BIG_INPUT_GROUPS else 1) if vector else 0
-        warps = -(-rows * groups // (2 * loads)) if loads else rows * groups
+        # kernels_cu/quantize_per_token_group.cu: the vector path takes 4 * loads groups per warp,
+        # the element path 1.
+        loads = VECTOR_LOADS if vector else 0
+        warps = -(-rows * groups // (4 * loads)) if loads else rows * groups
         blocks = -(-warps * 32 // THREADS)
         if blocks > 2**31 - 1:
             raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
         kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
         params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
                                ("u32", rows), ("u32", k), ("f32", eps)))
-        launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.pointers)
+        launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
     if framework == JAX:
         import jax.numpy as jnp
 

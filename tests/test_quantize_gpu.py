@@ -64,15 +64,14 @@ def test_bit_exact_against_reference(dtype, shape):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_bit_exact_big_input_and_extreme_scales(dtype):
-    """Enough groups (301 x 119, not a multiple of the 8 groups a warp takes) for the 4-loads
-    vector path, rows scaled over 2^-135..2^120 -- scales inside the exact reciprocal division's
+    """Many groups (301 x 119, not a multiple of the 4 or 8 groups a vector-path warp takes), rows scaled over 2^-135..2^120 -- scales inside the exact reciprocal division's
     range and outside it (eps at its floor 2^-100, an Inf, a NaN) -- bit for bit. An eps below the
     floor is refused: CuPy compiles flush-to-zero, so subnormal scales would flush to 0."""
     import cupy
     import torch
     from fp8gemm import quantize
     rows, k = 301, 128 * 119
-    assert rows * (k // 128) >= quantize.BIG_INPUT_GROUPS and rows * (k // 128) % 8
+    assert rows * (k // 128) % (4 * quantize.VECTOR_LOADS) and rows * (k // 128) % 8
     rng = np.random.default_rng(17)
     xh = rng.standard_normal((rows, k)) * np.exp2(rng.integers(-135, 121, size=(rows, 1)).astype(np.float64))
     xh[7, 1000] = np.inf
