@@ -82,7 +82,7 @@ class KernelParams:
     addresses cuLaunchKernel takes. Built once per plan; per call only the slots that change are
     rewritten (cuLaunchKernel copies the arguments before it returns, so the block is reusable)."""
 
-    __slots__ = ("offsets", "buffer", "pointers")
+    __slots__ = ("offsets", "buffer", "pointers", "address")
 
     def __init__(self, args):
         """``args``: a sequence of ("u64" | "i64" | "u32" | "f32" | "desc", value)."""
@@ -100,6 +100,7 @@ class KernelParams:
         self.buffer = ctypes.create_string_buffer(bytes(blob), len(blob))
         base = ctypes.addressof(self.buffer)
         self.pointers = (ctypes.c_void_p * len(offsets))(*(base + o for o in offsets))
+        self.address = ctypes.addressof(self.pointers)      # what cuLaunchKernel takes
 
     def set_u64(self, index: int, value: int) -> None:
         struct.pack_into("<Q", self.buffer, self.offsets[index], value)
@@ -215,26 +216,39 @@ class GeneralPlan:
                 params.set_u64(_ARG_WORKSPACE, ws)
                 params.set_u64(_ARG_COUNTERS, counters)
                 self._ws = (ws, counters)
-            launch(self.device, self.launch_prefix, stream_ptr, params.pointers)
+            launch(self.device, self.launch_prefix, stream_ptr, params.address)
 
 
-def launch(device: int, prefix: tuple, stream_ptr: int, pointers) -> None:
+_get_device_fn = None
+
+
+def _get_device() -> int:
+    """The calling thread's current CUDA device (CuPy's Cython getDevice, looked up once)."""
+    global _get_device_fn
+    if _get_device_fn is None:
+        import cupy
+
+        _get_device_fn = cupy.cuda.runtime.getDevice
+    return _get_device_fn()
+
+
+def launch(device: int, prefix: tuple, stream_ptr: int, params: int) -> None:
     """Launch a prebuilt kernel (driver.launch_args) on ``device``. The common case -- the caller's
     device current, its context bound -- costs one cuLaunchKernel; a thread without a bound
     context gets the device's primary context bound and the launch retried; another current
     device is switched to and back."""
-    import cupy
-
-    if cupy.cuda.runtime.getDevice() == device:
-        rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+    if _get_device() == device:
+        rc = driver.launch_prebuilt(prefix, stream_ptr, params)
         if rc == driver.CUDA_ERROR_INVALID_CONTEXT:
+            import cupy
+
             cupy.cuda.runtime.setDevice(device)          # binds the primary context
-            rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+            rc = driver.launch_prebuilt(prefix, stream_ptr, params)
     else:
         with current_device(device):
-            rc = driver.launch_prebuilt(prefix, stream_ptr, pointers)
+            rc = driver.launch_prebuilt(prefix, stream_ptr, params)
     if rc != 0:
-        driver.check_launch(rc, prefix[1].value, prefix[4].value, prefix[7].value)
+        driver.check_launch(rc, prefix[1], prefix[4], prefix[7])
 
 
 class current_device:

@@ -85,7 +85,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                                ("u32", experts), ("u64", counts_p), ("u64", offsets_p), ("u64", fill_p),
                                ("u64", pair_row_p), ("u64", src), ("u64", src_scale), ("u64", dst),
                                ("u64", dst_scale), ("u32", rows), ("u32", cols), ("f32", lim)))
-        launch(device, driver.launch_args(kern.kernel.ptr, grid, threads, 0), stream, params.pointers)
+        launch(device, driver.launch_args(kern.kernel.ptr, grid, threads, 0), stream, params.address)
 
     driver.memset_u32_async(counts_p, 0, experts, stream)
     glue(COUNT, min(-(-pairs // THREADS), MAX_BLOCKS), THREADS)

@@ -12,7 +12,7 @@ import numpy as np
 from . import dlpack
 from .intake import JAX, TORCH
 
-_NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
+NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
               "float32": np.dtype(np.float32),
               "float8_e4m3fn": np.dtype(np.uint8),   # CuPy has no FP8 dtype: its bytes
               "int32": np.dtype(np.int32)}
@@ -24,16 +24,46 @@ def _torch_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def _cupy_stream(device: int) -> int:
-    import cupy
+_cupy = None          # the cupy module, imported on first use (CPU-only callers never need it)
 
-    return cupy.cuda.get_current_stream(device).ptr
+
+def _cupy_module():
+    global _cupy
+    if _cupy is None:
+        import cupy
+
+        _cupy = cupy
+    return _cupy
+
+
+def cupy_cuda():
+    """The cupy.cuda module (the fast path's getDevice and current stream)."""
+    return (_cupy or _cupy_module()).cuda
+
+
+def cupy_stream(device: int) -> int:
+    """CuPy's current stream pointer on ``device``."""
+    return (_cupy or _cupy_module()).cuda.get_current_stream(device).ptr
+
+
+_cupy_stream = cupy_stream
 
 
 def stream_for_framework(framework: str):
     """device_id -> the caller's current stream pointer on that device (torch's for torch
     callers, CuPy's for everyone else)."""
     return _torch_stream if framework == TORCH else _cupy_stream
+
+
+def allocate_cupy(shape: tuple, dtype: str, device: int):
+    """(CuPy array, its pointer) of ``shape`` and ``dtype`` on ``device``."""
+    cupy = _cupy or _cupy_module()
+    if cupy.cuda.runtime.getDevice() == device:
+        arr = cupy.ndarray(shape, NP_DTYPES[dtype])       # what cupy.empty calls, one frame less
+    else:
+        with cupy.cuda.Device(device):
+            arr = cupy.ndarray(shape, NP_DTYPES[dtype])
+    return arr, arr.data.ptr
 
 
 def allocate(framework: str, shape: tuple, dtype: str, device: int):
@@ -43,15 +73,7 @@ def allocate(framework: str, shape: tuple, dtype: str, device: int):
 
         t = torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{device}")
         return t, t.data_ptr()
-    import cupy
-
-    np_dtype = _NP_DTYPES[dtype]
-    if cupy.cuda.runtime.getDevice() == device:
-        arr = cupy.empty(shape, np_dtype)
-    else:
-        with cupy.cuda.Device(device):
-            arr = cupy.empty(shape, np_dtype)
-    return arr, arr.data.ptr
+    return allocate_cupy(shape, dtype, device)
 
 
 class _Exported:

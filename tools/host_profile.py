@@ -66,10 +66,10 @@ rows = [
     ("stream_for", lambda: stream_for(0)),
     ("output.allocate", lambda: output.allocate(api.CUPY, problem.out_shape, problem.out_dtype, 0)),
     ("runner.run (launch)", lambda: runner.run(ptr, sp)),
-    ("  launcher.launch", lambda: launcher.launch(0, runner.launch_prefix, sp, runner.params.pointers)),
+    ("  launcher.launch", lambda: launcher.launch(0, runner.launch_prefix, sp, runner.params.address)),
     ("  split_workspace", lambda: launcher.split_workspace(0, sp, runner.ws_floats, runner.num_tiles)),
     ("cupy.empty fp16", lambda: cupy.empty((64, 4096), dtype=cupy.float16)),
-    ("cupy.empty bf16", lambda: cupy.empty((64, 4096), dtype=output._NP_DTYPES["bfloat16"])),
+    ("cupy.empty bf16", lambda: cupy.empty((64, 4096), dtype=output.NP_DTYPES["bfloat16"])),
     ("driver.has_context", driver.has_context),
     ("cupy getDevice", cupy.cuda.runtime.getDevice),
 ]
@@ -81,12 +81,31 @@ qk = compiler.get_kernel(0, "quantize_per_token_group", (2, 1), 0)
 qparams = launcher.KernelParams((("u64", xq.data.ptr), ("i64", 128), ("u64", qq.data.ptr), ("u64", sq.data.ptr),
                                  ("u32", 1), ("u32", 128), ("f32", 1e-10)))
 qprefix = driver.launch_args(qk.kernel.ptr, 1, 256, 0)
-rows.append(("small kernel: launch_prebuilt", lambda: driver.launch_prebuilt(qprefix, sp, qparams.pointers)))
+rows.append(("small kernel: launch_prebuilt", lambda: driver.launch_prebuilt(qprefix, sp, qparams.address)))
 rows.append(("general: launch_prebuilt", lambda: driver.launch_prebuilt(runner.launch_prefix, sp,
-                                                                         runner.params.pointers)))
+                                                                         runner.params.address)))
+# The floor of any Python fast path on this machine: allocate the output, launch the prebuilt kernel.
+from cupy_backends.cuda.api.driver import launchKernel  # noqa: E402
+lp = runner.launch_prefix
+rows.append(("floor: cupy.ndarray + launchKernel",
+             lambda: (cupy.ndarray((64, 4096), output.NP_DTYPES["bfloat16"]),
+                      launchKernel(*lp, sp, runner.params.address, 0))))
 for name, fn in rows:
     print(f"  {name:28} {per_call_us(fn, 1000):6.2f} us")
     cupy.cuda.Device().synchronize()
+# Does a finished torch.profiler (kineto / CUPTI) session leave launches slower? fp8gemm-bench
+# times with one before it measures its host column.
+try:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]):
+        for _ in range(10):
+            fp8gemm.matmul(*args)
+        cupy.cuda.Device().synchronize()
+    print(f"cupy caller after a torch.profiler session: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call "
+          f"(batched: {per_call_us(lambda: fp8gemm.matmul(*args)):.1f})")
+    print(f"  general: launch_prebuilt after it: {per_call_us(rows[-1][1], 1000):.2f} us")
+except ImportError:
+    pass
 prof = cProfile.Profile()
 prof.enable()
 for _ in range(200):
