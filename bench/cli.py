@@ -4,6 +4,7 @@
     fp8gemm-bench --quick              # 20 representative shapes, under a minute
     fp8gemm-bench --m 1,64 --n 4096 --k 4096 --variant sm90_fp8_gemm_general
     fp8gemm-bench --csv bench/results/h200.csv --plot bench/results/h200.png
+    fp8gemm-bench --moe --csv bench/results/h200_moe.csv   # the MoE layer (moe.py), V4-Flash and -Pro
 
 Timing: L2 flushed by a read kernel before every call, device time from CUPTI (torch.profiler),
 median of --iters calls; see timing.py. Each output (ours and every peer's) is checked against
@@ -23,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import report
+from .moe import MODELS as MOE_MODELS, ROUTINGS as MOE_ROUTINGS, TOKENS as MOE_TOKENS
 from .peers import PEERS, available
 
 QUICK_M = (1, 32, 128, 512, 4096)
@@ -70,7 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, help="write a PNG of speedup vs M per (N, K) (needs matplotlib)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     p.add_argument("--seed", type=int, default=0)
+    moe = p.add_argument_group("MoE layer (instead of the GEMM trace; see fp8gemm/bench/moe.py)")
+    moe.add_argument("--moe", action="store_true", help="time fp8gemm.moe on DeepSeek-V4-Flash and -Pro")
+    moe.add_argument("--moe-models", type=_name_list(MOE_MODELS), default=list(MOE_MODELS),
+                     help=f"comma-separated models (default: {','.join(MOE_MODELS)})")
+    moe.add_argument("--moe-tokens", type=_int_list, default=list(MOE_TOKENS),
+                     help=f"token counts (default: {','.join(map(str, MOE_TOKENS))})")
+    moe.add_argument("--moe-routings", type=_name_list(MOE_ROUTINGS), default=list(MOE_ROUTINGS),
+                     help=f"routings (default: {','.join(MOE_ROUTINGS)})")
     return p
+
+
+def _name_list(known):
+    def parse(text: str):
+        names = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in names if v not in known]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(bad) or 'empty list'}; known: {', '.join(known)}")
+        return names
+    return parse
 
 
 def trace_path() -> Path:
@@ -243,7 +263,6 @@ def host_phase(shapes, args) -> dict:
                 forced = None
         res[(m, n, k)] = host_overhead_us(lambda: fp8gemm.matmul(
             case.a, case.b, case.a_scale, case.b_scale, out_dtype=args.out_dtype, config=forced), calls=100)
-        del case
     return res
 
 
@@ -348,6 +367,8 @@ def main(argv=None) -> int:
             raise RuntimeError("no GPU")
     except Exception as exc:
         raise SystemExit(f"fp8gemm-bench needs an SM90 GPU: {exc}")
+    if args.moe:
+        return run_moe(args, argv)
     from fp8gemm.dispatch import variants
 
     if args.variant and args.variant not in variants():
@@ -398,6 +419,57 @@ def main(argv=None) -> int:
     if args.plot:
         report.plot(rows, args.plot)
     return 0
+
+
+def run_moe(args, argv) -> int:
+    """--moe: the MoE layer table (moe.py) instead of the GEMM trace."""
+    from . import moe
+    from .timing import L2Flush
+
+    t0 = time.time()
+    flush = L2Flush()
+    ceilings = measure_ceilings(flush, max(args.iters // 2, 5))
+    bw, peak = ceilings["copy_bandwidth_bytes_per_s"], ceilings["fp8_dense_peak_flops"]
+    print(f"ceilings (measured now): copy {bw / 1e12:.2f} TB/s, FP8 dense {peak / 1e12:.0f} TFLOP/s",
+          file=sys.stderr)
+    total = len(args.moe_models) * len(args.moe_routings) * len(args.moe_tokens)
+    bar, done = Progress(total), [0]
+
+    def progress(label):
+        bar.update(done[0], label)
+        done[0] += 1
+
+    rows = []
+    for name in args.moe_models:
+        rows += moe.run_model(name, moe.MODELS[name], args.moe_tokens, args.moe_routings, flush, bw, peak,
+                              args.iters, args.seed, progress)
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()      # the model's weights
+    bar.update(total, "done")
+    print(moe.format_table(rows))
+    summary = moe.summarize(rows)
+    print()
+    print(moe.format_summary(summary))
+    print(f"\n{len(rows)} rows in {time.time() - t0:.0f} s; timing: L2-cold (256 MiB read flush), "
+          f"CUPTI device time, median of {args.iters}")
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=moe.FIELDS)
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v))
+                            for k, v in vars(r).items()})
+        meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
+                "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
+                                     "each call, sum of all device activities per call", "iters": args.iters,
+                           "statistic": "median"},
+                "ceilings": ceilings, "summary": summary, **provenance(), "environment": environment()}
+        import json
+        (args.json or args.csv.with_suffix(".json")).write_text(json.dumps(meta, indent=1) + "\n")
+    return 1 if summary["wrong"] else 0
 
 
 if __name__ == "__main__":

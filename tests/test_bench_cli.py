@@ -108,3 +108,55 @@ def test_split_at_flush():
             (3, 100_000, FLUSH_KERNEL), (4, 3_000, "gemm")]
     assert split_at_flush(acts) == [2.5, 3.0]
     assert split_at_flush([(0, 5, "warmup")] + acts) == [2.5, 3.0]    # before the first flush: ignored
+
+
+def test_moe_arguments():
+    from fp8gemm.bench import moe
+    args = parse("--moe")
+    assert args.moe and args.moe_models == ["flash", "pro"] and args.moe_tokens == list(moe.TOKENS)
+    assert args.moe_routings == ["uniform", "skewed"]
+    args = parse("--moe", "--moe-models", "pro", "--moe-tokens", "1,8", "--moe-routings", "skewed")
+    assert (args.moe_models, args.moe_tokens, args.moe_routings) == (["pro"], [1, 8], ["skewed"])
+    for argv in (["--moe-models", "flash,ultra"], ["--moe-routings", "zipf"], ["--moe-tokens", "a"]):
+        with pytest.raises(SystemExit):
+            parse("--moe", *argv)
+
+
+def test_moe_routing_draws():
+    """Distinct ids per token in range; skewed routing leaves experts idle that uniform would use
+    and loads its busiest expert far above the uniform mean."""
+    import numpy as np
+    from fp8gemm.bench import moe
+    rng = np.random.default_rng(0)
+    uni = moe.route(rng, 512, 256, "uniform")
+    skew = moe.route(rng, 512, 256, "skewed")
+    for ids in (uni, skew):
+        assert ids.shape == (512, moe.TOP_K) and ids.dtype == np.int32
+        assert ids.min() >= 0 and ids.max() < 256
+        assert all(len(set(r)) == moe.TOP_K for r in ids.tolist())
+    cu, cs = np.bincount(uni.ravel(), minlength=256), np.bincount(skew.ravel(), minlength=256)
+    assert (cs == 0).sum() > (cu == 0).sum() + 20
+    assert cs.max() > 4 * cu.mean()
+
+
+def test_moe_bound_and_summary():
+    from fp8gemm.bench import moe
+    e_h_i = moe.MODELS["flash"]
+    # one token, six experts: weight bytes dominate
+    bw, peak = 4e12, 1.5e15
+    b = moe.bound_us(6, 6, 1, e_h_i, bw, peak)
+    want = (6 * (2 * 2048 * 4096 + 4096 * 2048) + 4096 * 3) / bw * 1e6
+    assert math.isclose(b, want, rel_tol=1e-12)
+    # 8192 tokens: FLOPs dominate
+    b = moe.bound_us(256, 8192 * 6, 8192, e_h_i, bw, peak)
+    assert math.isclose(b, 2.0 * 8192 * 6 * (3 * 2048 * 4096) / peak * 1e6, rel_tol=1e-12)
+    rows = [moe.MoeRow("flash", "uniform", t, 6 * t, 6, 1, layer_us=lay, gemms_us=g, glue_us=lay - g,
+                       bound_us=bd, max_gain=lay / bd) for t, lay, g, bd in ((1, 60.0, 50.0, 30.0),
+                                                                          (4096, 2600.0, 2400.0, 2000.0))]
+    rows[1].notes = "layer WRONG (3.0e-01)"
+    s = moe.summarize(rows)
+    assert s["tokens<=128"]["shapes"] == 1 and math.isclose(s["tokens<=128"]["max_gain_geomean"], 2.0)
+    assert math.isclose(s["all"]["bound_fraction_geomean"], math.sqrt(0.5 * 2000 / 2600))
+    assert s["wrong"] == ["flash uniform T=4096"]
+    text = moe.format_summary(s) + "\n" + moe.format_table(rows)
+    assert "flash uniform T=4096" in text and "2600.0" in text
