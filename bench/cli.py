@@ -266,6 +266,36 @@ def host_phase(shapes, args) -> dict:
     return res
 
 
+def host_floor(out_dtype: str) -> dict:
+    """The host time of our fast path next to its floor, for one decode shape (M=64, N=K=4096):
+    the same plan's output allocation plus its launch through CuPy's cuLaunchKernel and nothing
+    else, which any Python implementation pays (host overhead, issue 6)."""
+    import cupy
+    from cupy_backends.cuda.api.driver import launchKernel
+
+    import fp8gemm
+    from fp8gemm import api, output
+    from fp8gemm.testing import random_case
+
+    case = random_case(64, 4096, 4096, seed=1)
+    args = (case.a, case.b, case.a_scale, case.b_scale)
+    fp8gemm.matmul(*args, out_dtype=out_dtype)
+    problem, runner, _ = api._plans[api._plan_key(api.CUPY, out_dtype, *args)]
+    stream = cupy.cuda.get_current_stream().ptr
+    dtype = output.NP_DTYPES[problem.out_dtype]
+    prefix, params = runner.launch_prefix, runner.params.address
+
+    def floor():
+        cupy.ndarray(problem.out_shape, dtype)
+        launchKernel(*prefix, stream, params, 0)
+
+    ours = [host_overhead_us(lambda: fp8gemm.matmul(*args, out_dtype=out_dtype), calls=200) for _ in range(3)]
+    base = [host_overhead_us(floor, calls=200) for _ in range(3)]
+    return {"shape": [64, 4096, 4096], "fast_path_us": min(ours), "floor_us": min(base),
+            "method": "wall clock over 200 eager calls, best of 3, before any profiler session; floor = "
+                      "cupy.ndarray of the output + CuPy's Cython cuLaunchKernel of the same prebuilt plan"}
+
+
 def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None):
     """Time one shape: ours, then every available peer. Returns a report.Row. ``host_us``: the
     host phase's results, if it ran."""
@@ -385,6 +415,9 @@ def main(argv=None) -> int:
 
     t0 = time.time()
     host_us = host_phase(shapes, args)
+    floor = host_floor(args.out_dtype)
+    print(f"host: fast path {floor['fast_path_us']:.1f} us per call, floor (allocate + launch) "
+          f"{floor['floor_us']:.1f} us (M=64 N=K=4096)", file=sys.stderr)
     flush = L2Flush()
     ceilings = measure_ceilings(flush, max(args.iters // 2, 5))
     bw, peak = ceilings["copy_bandwidth_bytes_per_s"], ceilings["fp8_dense_peak_flops"]
@@ -401,6 +434,11 @@ def main(argv=None) -> int:
     summary = report.summarize(rows)
     print()
     print(report.format_summary(summary))
+    hosts = sorted(r.host_us for r in rows if r.host_us is not None)
+    if hosts:
+        print(f"  host_us (CuPy caller, eager, before any profiler): median {hosts[len(hosts) // 2]:.1f} us")
+    print(f"  host: fast path {floor['fast_path_us']:.1f} us per eager call at M=64 N=K=4096, of which "
+          f"{floor['floor_us']:.1f} us is the output allocation + launch alone")
     print(f"\n{len(rows)} shapes in {time.time() - t0:.0f} s; timing: L2-cold (256 MiB read flush), "
           f"CUPTI device time, median of {args.iters}")
     meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -408,7 +446,7 @@ def main(argv=None) -> int:
             "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
                                  "each call, sum of all device activities per call", "iters": args.iters,
                        "statistic": "median"},
-            "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype,
+            "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype, "host_floor": floor,
             **provenance(), "environment": environment()}
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
