@@ -152,8 +152,8 @@ def provenance() -> dict:
 def _dirty():
     """True/False for a git checkout with/without uncommitted changes; None where git cannot tell
     (a copied tree: then the FP8GEMM_GIT_* variables name the committed revision)."""
-    if _git("rev-parse", "--git-dir") is None:
-        return None
+    if os.environ.get("FP8GEMM_GIT_REV") or _git("rev-parse", "--git-dir") is None:
+        return None          # a copied tree: its .git (if any) does not describe the files that ran
     return bool(_git("status", "--porcelain", "--untracked-files=no"))
 
 
