@@ -178,3 +178,43 @@ def test_tma_store_only_where_rows_end_on_16_bytes():
     assert not tma_store_ok(304, 128, 2, 300, True)        # pitch not a multiple of 16 bytes
     assert not tma_store_ok(4096, 128, 2, 4096, False)     # base not 16-byte aligned
     assert not tma_store_ok(4096, 32, 2, 4096, True)       # a 64-byte tile row: not whole chunks
+
+
+def test_launch_goes_through_cupy_wrapper_and_falls_back_to_ctypes(monkeypatch):
+    """driver.launch_prebuilt: the Cython wrapper gets (function, grid, 1, 1, block, 1, 1, smem,
+    stream, params, 0); a launch it reports as failed is repeated through ctypes, whose CUresult
+    the caller sees (launcher.launch binds a missing context on 201 and retries)."""
+    from fp8gemm import driver
+
+    class WrapperError(Exception):
+        pass
+
+    seen = []
+
+    def wrapper(*args):
+        seen.append(("cy", args))
+        if args[0] == 0xBAD:
+            raise WrapperError("CUDA_ERROR_INVALID_CONTEXT")
+
+    class RawLaunch:
+        restype = None
+
+        def __call__(self, *args):
+            seen.append(("ctypes", tuple(a.value if hasattr(a, "value") else a for a in args)))
+            return driver.CUDA_ERROR_INVALID_CONTEXT
+
+    monkeypatch.setattr(driver, "_cy_launch", (wrapper, WrapperError))
+    monkeypatch.setattr(driver, "_raw_launch", RawLaunch())
+    prefix = driver.launch_args(0x1234, 132, 384, 200704)
+    assert prefix == (0x1234, 132, 1, 1, 384, 1, 1, 200704)
+    assert driver.launch_prebuilt(prefix, 77, 0x5000) == 0
+    assert seen == [("cy", (0x1234, 132, 1, 1, 384, 1, 1, 200704, 77, 0x5000, 0))]
+    seen.clear()
+    assert driver.launch_prebuilt(driver.launch_args(0xBAD, 1, 128, 0), 0, 0x6000) == driver.CUDA_ERROR_INVALID_CONTEXT
+    assert [kind for kind, _ in seen] == ["cy", "ctypes"]
+    assert seen[1][1] == (0xBAD, 1, 1, 1, 128, 1, 1, 0, None, 0x6000, None)
+    # Without CuPy's wrapper every launch takes the ctypes path.
+    seen.clear()
+    monkeypatch.setattr(driver, "_cy_launch", False)
+    assert driver.launch_prebuilt(prefix, 5, 0x7000) == driver.CUDA_ERROR_INVALID_CONTEXT
+    assert [kind for kind, _ in seen] == ["ctypes"]
