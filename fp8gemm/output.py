@@ -46,13 +46,10 @@ def cupy_stream(device: int) -> int:
     return (_cupy or _cupy_module()).cuda.get_current_stream(device).ptr
 
 
-_cupy_stream = cupy_stream
-
-
 def stream_for_framework(framework: str):
     """device_id -> the caller's current stream pointer on that device (torch's for torch
     callers, CuPy's for everyone else)."""
-    return _torch_stream if framework == TORCH else _cupy_stream
+    return _torch_stream if framework == TORCH else cupy_stream
 
 
 def allocate_cupy(shape: tuple, dtype: str, device: int):
