@@ -28,7 +28,7 @@ from .validate import check_block_size, out_row_stride, validate_grouped
 
 
 def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None,
-                              block_size=(128, 128)):
+                              block_size=(128, 128), precise_fp32: bool = True):
     """C[rows of group g] = (A * As)[rows] @ (B[g] * Bs[g])^T with FP32 accumulation -> [P, N].
 
     a        [P, K] FP8 E4M3, the groups' rows one group after the other (K-contiguous).
@@ -36,10 +36,15 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
     a_scale  [P, ceil(K/128)] float32; b_scale [G, ceil(N/128), ceil(K/128)] float32.
     offsets  [G + 1] int32, nondecreasing: group g owns rows offsets[g] .. offsets[g+1] - 1. On the
              GPU (not checked, clamped in the kernel) or a host sequence (checked).
+    precise_fp32  with float32 output: True promotes the tensor cores' partial sums after every
+             32-wide K step (relative error < 1e-4); False after every 128-wide K block, like bf16
+             and fp16 outputs (~2e-4, and 1.5x faster on big compute-bound calls: bench/NOTES.md,
+             session 7). fp8gemm.moe takes False for its FP32 intermediate.
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
-    return _grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None)
+    return _grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None,
+                    precise_fp32)
 
 
 def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None,
@@ -109,7 +114,8 @@ def _group_estimate(gp, expected_rows):
 _plans = {}    # input signature -> (GroupedProblem, launch plan or None, out= pointer or None)
 
 
-def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows):
+def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
+             precise_fp32=True):
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
     framework = framework_of(a)
@@ -118,7 +124,7 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
     arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
     key = _plan_key(framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
     if key is not None:
-        key = (masked, expected_rows) + key
+        key = (masked, expected_rows, bool(precise_fp32)) + key
         entry = _plans.get(key)
         if entry is not None:
             gp, runner, out_ptr = entry
@@ -149,7 +155,8 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
     if p.m > 0:
         per_group, active = _group_estimate(gp, expected_rows)
         cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device))
-        runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned)
+        runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned,
+                              bool(precise_fp32))
     if key is not None:
         if len(_plans) >= MAX_PLANS:
             _plans.clear()

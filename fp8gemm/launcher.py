@@ -138,13 +138,15 @@ NO_GROUPS = (("u64", 0), ("u32", 0), ("u32", 0), ("i64", 0))
 _ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
 
 
-def general_kernel(p: GemmProblem, cand, tma_store: bool, grouped: bool, smem_bytes: int):
+def general_kernel(p: GemmProblem, cand, tma_store: bool, grouped: bool, smem_bytes: int,
+                   precise_fp32: bool = True):
     """The sm90_fp8_gemm_general instantiation for a problem and candidate. FP32 output promotes
-    after every wgmma (kFinePromotion)."""
+    after every wgmma (kFinePromotion) unless ``precise_fp32`` is False."""
     flag = {True: "true", False: "false"}
+    fine = p.out_dtype == "float32" and precise_fp32
     return compiler.get_kernel(p.device, cand.variant,
                                (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                flag[p.out_dtype == "float32"], flag[tma_store], flag[cand.swap_ab], flag[grouped]),
+                                flag[fine], flag[tma_store], flag[cand.swap_ab], flag[grouped]),
                                smem_bytes)
 
 
@@ -318,13 +320,14 @@ class GroupedPlan(GeneralPlan):
     SM over the most tiles the groups can have, and a split-K workspace for that many. Swap-AB
     (decode): weight rows on the 128-row side of a tile, each group's tokens on block_n columns."""
 
-    def __init__(self, gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+    def __init__(self, gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
+                 precise_fp32: bool = True):
         p = gp.gemm
         esize = OUT_BYTES[p.out_dtype]
         self.tma_store = not cand.swap_ab and tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
         # NOTES: compiled for the most shared memory a CTA may have: the tile prefix grows with G,
         # and one instantiation serves every G.
-        kern = general_kernel(p, cand, self.tma_store, True, MAX_SMEM_PER_BLOCK)
+        kern = general_kernel(p, cand, self.tma_store, True, MAX_SMEM_PER_BLOCK, precise_fp32)
         g = gp.num_groups
         weights = tma.encode_2d_fp8(p.b_ptr, g * p.n, p.k, p.ldb,
                                     GENERAL_BLOCK_M if cand.swap_ab else cand.block_n)
@@ -344,9 +347,10 @@ class GroupedPlan(GeneralPlan):
                          ("u64", gp.groups_ptr), ("u32", g), ("u32", gp.group_rows), ("i64", gp.sb_stride_g)))
 
 
-def plan_grouped(gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool) -> GroupedPlan:
+def plan_grouped(gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
+                 precise_fp32: bool = True) -> GroupedPlan:
     with current_device(gp.gemm.device), driver.relaxed_capture():
-        return GroupedPlan(gp, cand, smem_bytes, ldc, out_aligned)
+        return GroupedPlan(gp, cand, smem_bytes, ldc, out_aligned, precise_fp32)
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}

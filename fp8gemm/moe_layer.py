@@ -8,9 +8,12 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
 1. route: count the pairs per expert, scan them into offsets [E + 1], and copy every (token, slot)
    pair's FP8 row and scales into its expert's range of rows (the order inside a range comes from
    atomics; each row's results depend on that row alone, so the output does not);
-2. L1: fp8gemm.grouped_matmul_contiguous into h [P, 2I] in FP32 (P = T * k pairs);
+2. L1: fp8gemm.grouped_matmul_contiguous into h [P, 2I] in FP32 (P = T * k pairs), promoted per
+   128-K block (precise_fp32=False: ~2e-4 relative; the per-wgmma promotion cost 1.5x at 4096
+   tokens, bench/NOTES.md session 7);
 3. SwiGLU with DeepSeek-V4's clamp, then per-1x128 FP8 requantization, exactly as the reference
-   quantizes (so an FP32 h within ~1e-6 of the float64 one almost never lands on another FP8 code);
+   quantizes (an FP32 h within ~2e-4 of the float64 one lands on another FP8 code for ~3e-3 of
+   the elements, one code step each);
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
 """
@@ -92,7 +95,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     glue(SCAN, 1, SCAN_THREADS)
     glue(SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, tx.ptr, txs.ptr, xs_p, xs_scale_p,
          cols=hidden)
-    grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h)
+    grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)
     glue(SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, h_p, 0, act_p, act_scale_p,
          rows=pairs, cols=inter)
     grouped_matmul_contiguous(act, w2, act_scale, w2_scale, offsets, out=y)

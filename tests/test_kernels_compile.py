@@ -57,10 +57,11 @@ def _instantiations():
                                      (4096, "float32", 256, 12), (7168, "bfloat16", 384, 30)):
         c = grouped_candidate(n, 4096, dt, groups, per_group, 6)
         tid = OUT_TYPE_IDS[dt]
-        fine = "true" if dt == "float32" else "false"
+        fines = ("true", "false") if dt == "float32" else ("false",)      # precise_fp32 (MoE: False)
         swap = "true" if c.swap_ab else "false"
         for store in ("false",) if c.swap_ab else ("true", "false"):
-            seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
+            for fine in fines:
+                seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
     for op in range(5):                    # fp8gemm/moe_layer.py: count, scan, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
