@@ -5,9 +5,10 @@
 (fp8gemm.moe_reference.moe is the float64 definition.) Every step runs on the caller's stream
 with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
 
-1. route: count the pairs per expert, scan them into offsets [E + 1], and copy every (token, slot)
-   pair's FP8 row and scales into its expert's range of rows (the order inside a range comes from
-   atomics; each row's results depend on that row alone, so the output does not);
+1. route: count the pairs per expert and scan them into offsets [E + 1] (one single-block kernel),
+   then copy every (token, slot) pair's FP8 row and scales into its expert's range of rows (the
+   order inside a range comes from atomics; each row's results depend on that row alone, so the
+   output does not);
 2. L1: fp8gemm.grouped_matmul_contiguous into h [P, 2I] in FP32 (P = T * k pairs), promoted per
    128-K block (precise_fp32=False: ~2e-4 relative; the per-wgmma promotion cost 1.5x at 4096
    tokens, bench/NOTES.md session 7);
@@ -30,7 +31,7 @@ from .quantize import quantize_per_token_group
 from .validate import FP8_DTYPES, MAX_GROUPS
 
 _VARIANT = "moe_glue"
-COUNT, SCAN, SCATTER, SWIGLU, COMBINE = range(5)     # moe_glue.cu: moe::Op
+ROUTE, SCATTER, SWIGLU, COMBINE = range(4)           # moe_glue.cu: moe::Op
 THREADS, SCAN_THREADS = 256, 1024
 MAX_BLOCKS = 4096                                    # grid-stride ops: enough to fill 132 SMs
 
@@ -90,9 +91,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                                ("u64", dst_scale), ("u32", rows), ("u32", cols), ("f32", lim)))
         launch(device, driver.launch_args(kern.kernel.ptr, grid, threads, 0), stream, params.address)
 
-    driver.memset_u32_async(counts_p, 0, experts, stream)
-    glue(COUNT, min(-(-pairs // THREADS), MAX_BLOCKS), THREADS)
-    glue(SCAN, 1, SCAN_THREADS)
+    glue(ROUTE, 1, SCAN_THREADS)           # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
     glue(SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, tx.ptr, txs.ptr, xs_p, xs_scale_p,
          cols=hidden)
     grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)

@@ -1,8 +1,9 @@
 // moe_glue.cu: the small kernels around the two grouped GEMMs of an MoE layer (fp8gemm/moe.py).
 //
 // One template, one op per instantiation, one shared argument list (unused arguments are 0):
-//   kCount    counts[e] = pairs routed to expert e            (atomics; counts zeroed before)
-//   kScan     offsets = exclusive prefix of counts, fill = 0  (one block)
+//   kRoute    counts[e] = pairs routed to expert e, offsets = their exclusive prefix, fill = 0
+//             (one block: counted with shared-memory atomics, then a block scan; replaces a
+//             memset, a count kernel and a scan kernel: 3 device ops -> 1)
 //   kScatter  every (token, slot) pair takes the next row of its expert's range (atomic), and its
 //             token's FP8 row and scales are copied there     (one warp per pair)
 //   kSwiGLU   h [rows, 2I] fp32 -> silu(min(gate, limit)) * clip(up, -limit, limit), quantized per
@@ -19,12 +20,13 @@
 namespace fp8gemm {
 
 namespace moe {
-enum Op : int { kCount = 0, kScan = 1, kScatter = 2, kSwiGLU = 3, kCombine = 4 };
+enum Op : int { kRoute = 0, kScatter = 1, kSwiGLU = 2, kCombine = 3 };
 constexpr uint32_t kScanThreads = 1024;
+constexpr uint32_t kMaxExperts = 8192;      // fp8gemm.validate.MAX_GROUPS: counts live in shared memory
 }  // namespace moe
 
 template <int kOp>
-__global__ void __launch_bounds__(kOp == moe::kScan ? moe::kScanThreads : 256)
+__global__ void __launch_bounds__(kOp == moe::kRoute ? moe::kScanThreads : 256)
 moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each (token, slot), token-major
                 const float* __restrict__ weights,     // [pairs] combine weights
                 uint32_t pairs, uint32_t top_k, uint32_t num_experts,
@@ -37,18 +39,22 @@ moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each
                 uint32_t rows, uint32_t cols, float limit) {
     using namespace moe;
     const uint32_t lane = threadIdx.x % 32;
-    if constexpr (kOp == kCount) {
-        for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
-            const int32_t e = ids[p];
-            if (e >= 0 && static_cast<uint32_t>(e) < num_experts) atomicAdd(&counts[e], 1);
-        }
-    } else if constexpr (kOp == kScan) {
-        // Each thread sums a run of experts, a block scan of the run totals, then the runs.
+    if constexpr (kOp == kRoute) {
+        // Count in shared memory, then each thread sums a run of experts, a block scan of the run
+        // totals, then the runs. num_experts <= kMaxExperts (moe_layer.py checks E).
+        __shared__ int32_t sh_counts[kMaxExperts];
         __shared__ int32_t totals[kScanThreads];
+        for (uint32_t e = threadIdx.x; e < num_experts; e += blockDim.x) sh_counts[e] = 0;
+        __syncthreads();
+        for (uint32_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+            const int32_t e = ids[p];
+            if (e >= 0 && static_cast<uint32_t>(e) < num_experts) atomicAdd(&sh_counts[e], 1);
+        }
+        __syncthreads();
         const uint32_t per = (num_experts + kScanThreads - 1) / kScanThreads;
         const uint32_t e0 = threadIdx.x * per;
         int32_t sum = 0;
-        for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) sum += counts[e];
+        for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) sum += sh_counts[e];
         totals[threadIdx.x] = sum;
         __syncthreads();
         for (uint32_t d = 1; d < kScanThreads; d <<= 1) {          // inclusive Hillis-Steele
@@ -59,8 +65,10 @@ moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each
         }
         int32_t run = totals[threadIdx.x] - sum;                   // exclusive
         for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) {
+            const int32_t c = sh_counts[e];
+            counts[e] = c;
             offsets[e] = run;
-            run += counts[e];
+            run += c;
             fill[e] = 0;
         }
         if (threadIdx.x == kScanThreads - 1) offsets[num_experts] = totals[kScanThreads - 1];

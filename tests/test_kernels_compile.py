@@ -62,7 +62,7 @@ def _instantiations():
         for store in ("false",) if c.swap_ab else ("true", "false"):
             for fine in fines:
                 seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
-    for op in range(5):                    # fp8gemm/moe_layer.py: count, scan, scatter, SwiGLU, combine
+    for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
         for loads in (0, 1, 2):
