@@ -118,3 +118,60 @@ def test_bad_layer_input():
         fp8gemm.moe(x, ids, w, w1, cupy.asarray(s1), w2[:, :128], cupy.asarray(s2))
     empty = fp8gemm.moe(x[:0], ids[:0], w[:0], w1, cupy.asarray(s1), w2, cupy.asarray(s2))
     assert empty.shape == (0, 256)
+
+
+def test_jax_caller():
+    """JAX arrays in (FP8 x as float8_e4m3fn, bf16 x quantized inside), a JAX bf16 array out."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 9, 3
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=5)
+    ids, w = routing(tokens, experts, top_k, False, seed=5)
+    x = np.random.default_rng(6).standard_normal((tokens, hidden)).astype(np.float32)
+    xq, xs = reference.quantize_per_token_group(x)
+    f8 = jnp.float8_e4m3fn
+    weights = (jnp.asarray(q1.view(np.uint8)).view(f8), jnp.asarray(s1), jnp.asarray(q2.view(np.uint8)).view(f8),
+               jnp.asarray(s2))
+    want = moe_reference.moe(xq, ids, w, q1, s1, q2, s2, x_scale=xs)
+    out = fp8gemm.moe(jnp.asarray(xq.view(np.uint8)).view(f8), jnp.asarray(ids), jnp.asarray(w), *weights,
+                      x_scale=jnp.asarray(xs))
+    assert isinstance(out, jax.Array) and out.dtype == jnp.bfloat16 and out.shape == (tokens, hidden)
+    got = np.asarray(out.astype(jnp.float32), dtype=np.float64)
+    assert np.abs(want).max() > 0.1 and rel_err(got, want) <= MOE_TOL
+    out_bf16 = fp8gemm.moe(jnp.asarray(x).astype(jnp.bfloat16), jnp.asarray(ids), jnp.asarray(w), *weights)
+    want_bf16 = moe_reference.moe(x.astype(np.float32), ids, w, q1, s1, q2, s2)
+    assert rel_err(np.asarray(out_bf16.astype(jnp.float32), dtype=np.float64), want_bf16) <= MOE_TOL
+
+
+def test_torch_cuda_graph_replays_new_routing():
+    """Captured in torch.cuda.graph after a warm-up call (kernels loaded, intermediates from the
+    graph's pool), replayed with new x, ids and weights copied into the same buffers."""
+    import torch
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 6, 2
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=8)
+    fp8 = torch.float8_e4m3fn
+
+    def dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    w1, w2, ds1, ds2 = dev(q1.view(np.uint8)).view(fp8), dev(q2.view(np.uint8)).view(fp8), dev(s1), dev(s2)
+    cases = []
+    for seed in (8, 9):
+        ids, w = routing(tokens, experts, top_k, seed == 9, seed=seed)
+        x = np.random.default_rng(seed + 10).standard_normal((tokens, hidden)).astype(np.float32)
+        cases.append((x, ids, w))
+    x_buf = dev(cases[0][0]).to(torch.bfloat16)
+    ids_buf, w_buf = dev(cases[0][1]), dev(cases[0][2])
+    fp8gemm.moe(x_buf, ids_buf, w_buf, w1, ds1, w2, ds2)           # warm-up: compile, plans
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fp8gemm.moe(x_buf, ids_buf, w_buf, w1, ds1, w2, ds2)
+    for x, ids, w in reversed(cases):
+        x_buf.copy_(torch.from_numpy(x).to(torch.bfloat16))
+        ids_buf.copy_(torch.from_numpy(ids))
+        w_buf.copy_(torch.from_numpy(w))
+        graph.replay()
+        torch.cuda.synchronize()
+        xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+        want = moe_reference.moe(xb, ids, w, q1, s1, q2, s2)
+        assert rel_err(to_f64(out), want) <= MOE_TOL
