@@ -228,6 +228,29 @@ def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_
     raise AssertionError("unreachable: two stages and 8192 groups fit")
 
 
+# The fused SwiGLU L1 of fp8gemm.moe (kernel template kSwiGLU): 128 token rows x (64 gate + 64 up)
+# weight rows per stage, two sub-tiles per work unit, sub-tile 0's act values and row amax held in
+# shared memory (34 floats per consumer thread: kernels_cu/swiglu_epilogue.cuh).
+SWIGLU_ACT_COLS = 64                    # act columns per sub-tile: the B boxes' rows
+SWIGLU_HOLD_BYTES = 2 * 128 * 34 * 4
+
+
+def swiglu_smem_bytes(stages: int, num_groups: int) -> int:
+    per_stage = GENERAL_BLOCK_M * GENERAL_BLOCK_K + 128 * GENERAL_BLOCK_K
+    return (1024 + stages * per_stage + SWIGLU_HOLD_BYTES + 2 * 8 * stages + 16
+            + -(-4 * (num_groups + 1) // 16) * 16)
+
+
+def swiglu_candidate(num_groups: int) -> Candidate:
+    """The fused L1's tile: block_n 128 (64 gate + 64 up), no splits, as many stages as fit."""
+    for stages in range(GENERAL_MAX_STAGES, 1, -1):
+        if swiglu_smem_bytes(stages, num_groups) <= MAX_SMEM_PER_BLOCK:
+            return Candidate(GENERAL, 128, stages, 8, 1, False,
+                             reason=f"fused SwiGLU L1: 128 x (64 gate + 64 up), stages={stages} beside the "
+                                    f"act hold and a {num_groups}-group tile prefix")
+    raise AssertionError("unreachable: two stages and 8192 groups fit")
+
+
 # ---- variant: sm90_fp8_gemm_short_k -------------------------------------------------------------
 
 SHORT_K = "sm90_fp8_gemm_short_k"

@@ -21,9 +21,9 @@ import numpy as np
 
 from . import output
 from .api import MAX_PLANS, _execute, _plan_key
-from .dispatch.selector import grouped_candidate, grouped_smem_bytes
+from .dispatch.selector import grouped_candidate, grouped_smem_bytes, swiglu_candidate
 from .intake import CUPY, TORCH, framework_of, intake
-from .launcher import plan_grouped, sm_count
+from .launcher import plan_grouped, plan_swiglu, sm_count
 from .validate import check_block_size, out_row_stride, validate_grouped
 
 
@@ -162,3 +162,23 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
             _plans.clear()
         _plans[key] = (gp, runner, None if tout is None else tout.ptr)
     return _execute(framework, stream_for, p, runner, tout, out)
+
+
+def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: int, limit: float) -> None:
+    """fp8gemm.moe's fused L1 on the caller's stream: act [P, I] FP8 (at ``act_ptr``, row pitch I)
+    and its scales [P, I / 128] float32 (at ``act_scale_ptr``) = the SwiGLU of the contiguous
+    grouped GEMM xs @ w1[g]^T (w1 [G, 2I, H]: gate rows, then up rows), requantized per 1 x 128
+    group, written only for rows offsets[0] .. offsets[G] - 1. Same intake and validation as
+    grouped_matmul_contiguous; I must be a multiple of 128 (fp8gemm.moe checks)."""
+    framework = framework_of(xs)
+    stream_for = output.stream_for_framework(framework)
+    ta = intake(xs, "a", stream_for)
+    tb = intake(w1, "b", stream_for)
+    tg = intake(offsets, "offsets", stream_for)
+    tsa = intake(xs_scale, "a_scale", stream_for)
+    tsb = intake(w1_scale, "b_scale", stream_for)
+    gp = validate_grouped(ta, tb, tsa, tsb, tg, None, "float32", False)
+    if gp.gemm.m == 0:
+        return
+    plan = plan_swiglu(gp, swiglu_candidate(gp.num_groups), act_scale_ptr, limit)
+    plan.run(act_ptr, stream_for(gp.gemm.device))

@@ -12,7 +12,7 @@ import struct
 import threading
 
 from . import compiler, driver, tma
-from .dispatch.selector import MAX_SMEM_PER_BLOCK, OUT_BYTES
+from .dispatch.selector import MAX_SMEM_PER_BLOCK, OUT_BYTES, SWIGLU_ACT_COLS
 from .validate import GemmProblem, GroupedProblem
 
 OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
@@ -131,23 +131,24 @@ def gemm_args(tmap_a, tmap_b, p: GemmProblem, ldc: int) -> tuple:
 
 
 # The general kernel's trailing grouped-GEMM arguments (groups, num_groups, group_rows, sb_stride_g)
-# when it runs ungrouped.
+# when it runs ungrouped, and its last ones (act_scale, swiglu_limit) outside the fused SwiGLU L1.
 NO_GROUPS = (("u64", 0), ("u32", 0), ("u32", 0), ("i64", 0))
+NO_SWIGLU = (("u64", 0), ("f32", 0.0))
 
 # Argument indices of sm90_fp8_gemm_general_kernel that change from call to call.
 _ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
 
 
 def general_kernel(p: GemmProblem, cand, tma_store: bool, grouped: bool, smem_bytes: int,
-                   precise_fp32: bool = True):
+                   precise_fp32: bool = True, swiglu: bool = False):
     """The sm90_fp8_gemm_general instantiation for a problem and candidate. FP32 output promotes
-    after every wgmma (kFinePromotion) unless ``precise_fp32`` is False."""
+    after every wgmma (kFinePromotion) unless ``precise_fp32`` is False. ``swiglu``: the fused MoE
+    L1 (template kSwiGLU, named only when set, so the other names stay as they were)."""
     flag = {True: "true", False: "false"}
-    fine = p.out_dtype == "float32" and precise_fp32
-    return compiler.get_kernel(p.device, cand.variant,
-                               (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                flag[fine], flag[tma_store], flag[cand.swap_ab], flag[grouped]),
-                               smem_bytes)
+    fine = p.out_dtype == "float32" and precise_fp32 and not swiglu
+    args = (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
+            flag[fine], flag[tma_store], flag[cand.swap_ab], flag[grouped])
+    return compiler.get_kernel(p.device, cand.variant, args + (("true",) if swiglu else ()), smem_bytes)
 
 
 class GeneralPlan:
@@ -182,7 +183,7 @@ class GeneralPlan:
         self.ws_floats = units * GENERAL_BLOCK_M * cand.block_n
         self._finish(p, kern, min(units, sm_count(p.device)), GENERAL_THREADS, smem_bytes, ldc, esize,
                      gemm_args(tmap_a, tmap_b, p, ldc) + (
-                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)) + NO_GROUPS)
+                         ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0)) + NO_GROUPS + NO_SWIGLU)
 
     def _finish(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, esize: int,
                 args: tuple) -> None:
@@ -344,13 +345,46 @@ class GroupedPlan(GeneralPlan):
         self._finish(p, kern, min(self.num_tiles * self.splits, sm_count(p.device)), GENERAL_THREADS, smem_bytes,
                      ldc, esize, gemm_args(tmap_a, tmap_b, p, ldc) + (
                          ("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0),
-                         ("u64", gp.groups_ptr), ("u32", g), ("u32", gp.group_rows), ("i64", gp.sb_stride_g)))
+                         ("u64", gp.groups_ptr), ("u32", g), ("u32", gp.group_rows), ("i64", gp.sb_stride_g))
+                     + NO_SWIGLU)
+
+
+class SwiGLUPlan(GeneralPlan):
+    """fp8gemm.moe's fused L1 (kernel template kSwiGLU): the contiguous grouped GEMM of ``gp``
+    (A = the pairs' rows [P, H], B = w1 [G, 2I, H], gate rows then up rows) whose epilogue writes
+    act = SwiGLU(h) in FP8 [P, I] (``run``'s output pointer, row pitch I bytes) and its scales
+    [P, I / 128] at ``act_scale_ptr``, instead of h. Tiles: 128 rows x 128 act columns, each run
+    as two sub-tiles of 64 gate + 64 up weight rows (B boxes of 64 rows)."""
+
+    def __init__(self, gp: GroupedProblem, cand, act_scale_ptr: int, limit: float):
+        import dataclasses
+
+        p = gp.gemm
+        inter = p.n // 2
+        self.tma_store = False
+        kern = general_kernel(p, cand, False, True, MAX_SMEM_PER_BLOCK, False, swiglu=True)
+        g = gp.num_groups
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, GENERAL_BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, g * p.n, p.k, p.ldb, SWIGLU_ACT_COLS)
+        act = dataclasses.replace(p, n=inter)               # the kernel's N: act columns
+        self.num_tiles = (p.m // GENERAL_BLOCK_M + min(g, p.m)) * (inter // 128)
+        self.splits, self.ws_floats = 1, 0
+        self._finish(act, kern, min(self.num_tiles, sm_count(p.device)), GENERAL_THREADS, MAX_SMEM_PER_BLOCK,
+                     inter, 1, gemm_args(tmap_a, tmap_b, act, inter) + (
+                         ("u32", p.k), ("u32", 1), ("u64", 0), ("u64", 0),
+                         ("u64", gp.groups_ptr), ("u32", g), ("u32", 0), ("i64", gp.sb_stride_g),
+                         ("u64", act_scale_ptr), ("f32", limit)))
 
 
 def plan_grouped(gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
                  precise_fp32: bool = True) -> GroupedPlan:
     with current_device(gp.gemm.device), driver.relaxed_capture():
         return GroupedPlan(gp, cand, smem_bytes, ldc, out_aligned, precise_fp32)
+
+
+def plan_swiglu(gp: GroupedProblem, cand, act_scale_ptr: int, limit: float) -> SwiGLUPlan:
+    with current_device(gp.gemm.device), driver.relaxed_capture():
+        return SwiGLUPlan(gp, cand, act_scale_ptr, limit)
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}

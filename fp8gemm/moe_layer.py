@@ -1,4 +1,5 @@
-"""The MoE layer on the GPU, unfused: routing, two grouped GEMMs and the glue between them.
+"""The MoE layer on the GPU: routing, two grouped GEMMs and the glue between them, with the
+SwiGLU fused into L1's epilogue where L1 runs 128-row token tiles (prefill).
 
     out[t] = sum_j  w[t, j] * L2[e](requant(swiglu(L1[e](x[t]))))     e = ids[t, j], j = 0..k-1
 
@@ -17,13 +18,19 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
    the elements, one code step each);
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
+
+Fused (``fused``; by default where an expert averages over 32 rows, i.e. where L1 would not run
+swap-AB): steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
+epilogue computes step 3 from the same FP32 values, so it writes the same FP8 act and scales
+while h [P, 2I] never reaches memory. Decode keeps the chain: there L1 runs swap-AB and h is tiny.
 """
 from __future__ import annotations
 
 import math
 
 from . import compiler, driver, output
-from .grouped import grouped_matmul_contiguous
+from .dispatch.selector import GROUPED_SWAP_MAX_ROWS
+from .grouped import grouped_matmul_contiguous, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .moe_reference import SWIGLU_LIMIT
@@ -36,7 +43,8 @@ THREADS, SCAN_THREADS = 256, 1024
 MAX_BLOCKS = 4096                                    # grid-stride ops: enough to fill 132 SMs
 
 
-def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT):
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
+        fused=None):
     """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
 
     x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
@@ -46,6 +54,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     w1, w1_scale [E, 2I, H] FP8 (gate rows, then up rows) with [E, ceil(2I/128), ceil(H/128)].
     w2, w2_scale [E, H, I] FP8 with [E, ceil(H/128), I/128].
     limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
+    fused        SwiGLU in L1's epilogue: None (default) where experts average over 32 rows
+                 (prefill), True always, False never (the unfused chain: same result, bit for bit).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """
     framework = framework_of(x)
@@ -76,7 +86,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     pair_row, pair_row_p = buf((pairs,), "int32")
     xs, xs_p = buf((pairs, hidden), "float8_e4m3fn")
     xs_scale, xs_scale_p = buf((pairs, groups_h), "float32")
-    h, h_p = buf((pairs, 2 * inter), "float32")
+    if fused is None:
+        fused = 2 * pairs / min(experts, pairs) > GROUPED_SWAP_MAX_ROWS   # L1 would not run swap-AB
     act, act_p = buf((pairs, inter), "float8_e4m3fn")
     act_scale, act_scale_p = buf((pairs, inter // 128), "float32")
     y, y_p = buf((pairs, hidden), "bfloat16")
@@ -94,9 +105,13 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     glue(ROUTE, 1, SCAN_THREADS)           # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
     glue(SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, tx.ptr, txs.ptr, xs_p, xs_scale_p,
          cols=hidden)
-    grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)
-    glue(SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, h_p, 0, act_p, act_scale_p,
-         rows=pairs, cols=inter)
+    if fused:
+        swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_p, act_scale_p, lim)
+    else:
+        h, h_p = buf((pairs, 2 * inter), "float32")
+        grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)
+        glue(SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, h_p, 0, act_p, act_scale_p,
+             rows=pairs, cols=inter)
     grouped_matmul_contiguous(act, w2, act_scale, w2_scale, offsets, out=y)
     glue(COMBINE, t, THREADS, y_p, 0, out_p, 0, rows=t, cols=hidden)
     # The intermediates go back to the caller's allocator here; it orders their reuse after this

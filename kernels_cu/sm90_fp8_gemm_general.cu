@@ -33,6 +33,11 @@
 // the last split of a tile to finish (an atomic counter per tile) sums all partials in split order
 // 0..S-1 and writes C, so the result is bitwise reproducible. It then resets the counter to 0, so
 // the workspace needs zeroing only once.
+// Fused SwiGLU (kSwiGLU, the MoE L1 of fp8gemm.moe, grouped and not swapped): B is [G * 2I, K] as
+// gate rows then up rows; N is I. A tile's B stage holds 64 gate rows and the matching 64 up rows
+// (two TMA boxes of 64 rows), each work unit covers 128 act columns as two such sub-tiles run
+// back to back, and the epilogue writes SwiGLU(h) requantized to FP8 per 1 x 128 group with its
+// scales (swiglu_epilogue.cuh) instead of h.
 #include "common/types.cuh"
 #include "common/pipeline.cuh"
 #include "ptx/mbarrier.cuh"
@@ -41,6 +46,7 @@
 #include "ptx/wgmma.cuh"
 #include "epilogue.cuh"
 #include "scheduler.cuh"
+#include "swiglu_epilogue.cuh"
 
 namespace fp8gemm {
 
@@ -63,7 +69,7 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 }  // namespace general
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kSwapAB, bool kGrouped = false>
+          bool kTmaStore, bool kSwapAB, bool kGrouped = false, bool kSwiGLU = false>
 __global__ void __launch_bounds__(general::kNumThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -79,7 +85,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              // counts [G] (masked: group g owns rows g * group_rows ..); B is [G * N, K]
                              // and Bs [G][ceil(N/128)][ceil(K/128)] with group stride sb_stride_g.
                              const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
-                             int64_t sb_stride_g) {
+                             int64_t sb_stride_g,
+                             // kSwiGLU: out is the FP8 act [M, N = I] (row pitch ldc bytes), these
+                             // its scales [M, I / 128], and the clamp.
+                             float* __restrict__ act_scale, float swiglu_limit) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
@@ -90,15 +99,21 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(kSwapAB || kScaleBlock % BLOCK_N == 0, "a tile must lie inside one 128-row block of Bs");
     static_assert(!(kSwapAB && kTmaStore), "swap-AB tiles are C^T: they store directly");
     static_assert(kNumStages >= 2, "need at least double buffering");
+    static_assert(!kSwiGLU || (kGrouped && !kSwapAB && !kTmaStore && !kFinePromotion && BLOCK_N == 128),
+                  "fused SwiGLU: grouped, not swapped, direct stores, coarse promotion, 64 gate + 64 up columns");
+    constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
-    // ---- shared memory: [A stages | B stages | C staging | full bars | empty bars | flag | groups' tile prefix] ----
+    // ---- shared memory: [A stages | B stages | C staging | SwiGLU hold | full bars | empty bars | flag | groups' tile prefix] ----
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
     constexpr uint32_t SMEM_C = kTmaStore ? kNumConsumerWarpgroups * Staging::kBytes : 0;
-    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + SMEM_C +
+    // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
+    constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
+    constexpr uint32_t SMEM_HOLD = kNumConsumerWarpgroups * kHoldPerWarpgroup * sizeof(float);
+    constexpr uint32_t SMEM_BYTES = 1024 /* alignment slack */ + SMEM_TILES + SMEM_C + SMEM_HOLD +
                                     2 * kNumStages * sizeof(Mbarrier) + 16;
     static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
     static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
@@ -110,7 +125,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     uint8_t* smem_a = smem;                                        // [kNumStages][BLOCK_M][128]
     uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;        // [kNumStages][BLOCK_N][128]
     uint8_t* smem_c = smem + SMEM_TILES;                           // [2 warpgroups][Staging]
-    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);  // [kNumStages]
+    float* smem_hold = reinterpret_cast<float*>(smem + SMEM_TILES + SMEM_C);          // kSwiGLU
+    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C + SMEM_HOLD);  // [kNumStages]
     Mbarrier* empty_bar = full_bar + kNumStages;                          // [kNumStages]
     volatile uint32_t* last_split_flag = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
     uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages) + 4;   // kGrouped: [G + 1]
@@ -192,14 +208,24 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const TileSpan t = tile_span(w);
                 uint32_t a_row, a_shift;
                 a_box(t, a_row, a_shift);
-                // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b).
-                const uint32_t b_row = t.col_base + (kSwapAB ? 0u : t.group * N);
-                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
-                    Mbarrier* bar = &full_bar[pipe.stage];
-                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, a_row);
-                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, b_row);
+                // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused
+                // SwiGLU: [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
+                const uint32_t b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
+                for (uint32_t sub = 0; sub < kSubTiles; ++sub) {
+                    for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                        mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                        Mbarrier* bar = &full_bar[pipe.stage];
+                        mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+                        tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, a_row);
+                        uint8_t* b_stage = smem_b + pipe.stage * SMEM_B_PER_STAGE;
+                        if constexpr (kSwiGLU) {
+                            const uint32_t gate_row = b_row + sub * swiglu::kActCols;
+                            tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, gate_row);
+                            tma_load_2d(b_stage + swiglu::kActCols * BLOCK_K, &tmap_b, bar, kb * BLOCK_K, gate_row + N);
+                        } else {
+                            tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, b_row);
+                        }
+                    }
                 }
             }
         }
@@ -218,7 +244,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         float total[Mma::kNumAccum];   // running FP32 sum after scale promotion
         PipelineState<kNumStages> pipe;
 
-        for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+        // Passes: each work unit's kSubTiles sub-tiles in turn (one, unless kSwiGLU), then this
+        // CTA's next unit gridDim.x further on.
+        for (uint32_t pass = blockIdx.x * kSubTiles; pass < sched.num_units * kSubTiles;
+             pass += (pass % kSubTiles + 1 == kSubTiles) ? (gridDim.x - 1) * kSubTiles + 1 : 1) {
+            const uint32_t u = pass / kSubTiles;
+            const uint32_t sub = pass % kSubTiles;
             const WorkUnit w = sched.unit(u);
             const TileSpan t = tile_span(w);
             uint32_t a_row, a_shift;
@@ -252,6 +283,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const float* pa0 = sa_row0 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
                 const float* pa1 = sa_row1 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
                 const float* pb = sb_row + static_cast<int64_t>(w.kb_begin) * sb_stride_k;
+                // kSwiGLU: the up rows' scales sit N / 128 scale blocks after the gate rows' (an
+                // offset from kernel parameters, recomputed per load: no loop-carried pointer).
+                const auto up_scale = [&](const float* gate) {
+                    return gate[static_cast<int64_t>(N / kScaleBlock) * sb_stride_n];
+                };
                 float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
@@ -260,7 +296,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // Two accumulators in turn: block kb's wgmma run into one while the other's
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];
-                    float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f;   // raw scales of the pending block
+                    float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f, pbvu = 0.0f;   // raw scales of the pending block
                     const auto issue = [&](float (&acc)[Mma::kNumAccum]) {
                         const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
                         mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
@@ -285,17 +321,25 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     };
                     const auto promote = [&](float (&acc)[Mma::kNumAccum]) {
                         const float t0 = pa0v * pbv, t1 = pa1v * pbv;
+                        // kSwiGLU: columns from kNumAccum / 2 on are up rows, with their own Bs.
+                        const float u0 = kSwiGLU ? pa0v * pbvu : t0, u1 = kSwiGLU ? pa1v * pbvu : t1;
 #pragma unroll
-                        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += acc[i] * (((i >> 1) & 1) ? t1 : t0);
+                        for (int i = 0; i < Mma::kNumAccum; ++i)
+                            total[i] += acc[i] * (i < Mma::kNumAccum / 2 ? (((i >> 1) & 1) ? t1 : t0)
+                                                                         : (((i >> 1) & 1) ? u1 : u0));
                     };
                     // Load block kb's raw scales into the pending registers (after promote used them).
                     const auto take_scales = [&](uint32_t kb) {
                         pa0v = a0; pa1v = a1; pbv = b0;
+                        // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
+                        // register fewer across the loop; it is used after the next block's issue).
+                        if constexpr (kSwiGLU) pbvu = up_scale(pb);
                         const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
                         pa0 += step * sa_stride_k;
                         pa1 += step * sa_stride_k;
                         pb += step * sb_stride_k;
                         a0 = *pa0; a1 = *pa1; b0 = *pb;
+
                     };
                     uint32_t kb = w.kb_begin;
                     finish(accum, issue(accum));
@@ -426,7 +470,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
 
             // ---- split-K: publish this split's partial; the last split of the tile reduces ----
-            if (num_splits > 1) {
+            if (!kSwiGLU && num_splits > 1) {
                 // Workspace layout [tile][split][j][consumer thread][4]: coalesced float4 per j.
                 constexpr uint32_t kTileFloats = BLOCK_M * BLOCK_N;
                 float* tile_ws = workspace + static_cast<int64_t>(w.tile_idx) * num_splits * kTileFloats;
@@ -474,7 +518,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
             // ---- epilogue ----------------------------------------------------------------------
             const uint32_t wg_row_base = t.row_base + math_wg * kWgmmaM;
-            if constexpr (kSwapAB) {
+            if constexpr (kSwiGLU) {
+                // Act columns 128 * n_block + 64 * sub ..; the unit's group of 128 is n_block.
+                swiglu_quant_epilogue(total, sub, smem_hold + math_wg * kHoldPerWarpgroup, threadIdx.x % kWarpgroupThreads,
+                                      swiglu_limit, static_cast<uint8_t*>(out), ldc, act_scale,
+                                      N / kScaleBlock, w.n_block, row0, row_limit, col0);
+            } else if constexpr (kSwapAB) {
                 store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, col_limit, N, row0, col0);
             } else if (kTmaStore && kGrouped && wg_row_base < row_limit && wg_row_base + kWgmmaM > row_limit) {
                 // A warpgroup across its group's end: TMA would clip only at M, so mask the rows.

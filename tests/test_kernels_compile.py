@@ -9,7 +9,7 @@ import pytest
 
 from fp8gemm import compiler
 from fp8gemm.dispatch import select
-from fp8gemm.dispatch.selector import grouped_candidate
+from fp8gemm.dispatch.selector import grouped_candidate, swiglu_candidate
 from fp8gemm.launcher import OUT_BYTES, OUT_TYPE_IDS
 
 NVCC = shutil.which("nvcc")
@@ -19,7 +19,7 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot c
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
                   "fp8gemm::TmaDescriptor, const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, long long, "
                   "long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*, "
-                  "const int*, unsigned, unsigned, long long")
+                  "const int*, unsigned, unsigned, long long, float*, float")
 # The short-K kernel's: the general kernel's up to N.
 SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
@@ -81,6 +81,12 @@ def _compile(tmp_path, variant, targs):
     return res.stderr + res.stdout
 
 
+def _swiglu_instantiation():
+    """fp8gemm.moe's fused L1 as grouped.swiglu_l1 instantiates it (DeepSeek-V4 Flash: 256 experts)."""
+    c = swiglu_candidate(256)
+    return (c.block_n, c.stages, OUT_TYPE_IDS["float32"], c.group_m, "false", "false", "false", "true", "true")
+
+
 @needs_nvcc
 @pytest.mark.parametrize("variant,targs", _instantiations(), ids=lambda v: str(v))
 def test_compiles_without_spills(tmp_path, variant, targs):
@@ -89,6 +95,31 @@ def test_compiles_without_spills(tmp_path, variant, targs):
     assert spills, f"no resource usage in nvcc output:\n{log}"
     assert all(s == ("0", "0") for s in spills), f"register spills:\n{log}"
     assert "0 bytes stack frame" in log, f"local memory used:\n{log}"
+
+
+@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
+                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+def test_fused_swiglu_k_loop_free_of_local_memory(tmp_path):
+    """The fused SwiGLU L1 (kSwiGLU) holds 3 x 64 accumulators across its K loop plus a second
+    sub-tile's bookkeeping, and ptxas keeps a few scheduler values in local memory (32 bytes,
+    touched once per sub-tile). The rule it must keep: no local load or store inside the K loop
+    (from the back edge's target to the back edge), and QGMMA present."""
+    log = _compile(tmp_path, "sm90_fp8_gemm_general", _swiglu_instantiation())
+    spills = re.findall(r"(\d+) bytes spill stores", log)
+    assert spills and int(spills[0]) <= 64, f"more spills than the 32 bytes measured:\n{log}"
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                          text=True).stdout
+    ops = re.findall(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)
+    addr = [int(a, 16) for a, _ in ops]
+    waits = [i for i, (_, op) in enumerate(ops) if "WARPGROUP.DEPBAR" in op]
+    assert waits and any("QGMMA" in op for _, op in ops), "no wgmma in the fused kernel"
+    # The K loop: the first backward branch after the last wgmma wait, back to its target.
+    back = next(i for i in range(waits[-1], len(ops))
+                if re.search(r"\bBRA\b", ops[i][1]) and int(ops[i][1].split()[-1], 16) < addr[i])
+    top = addr.index(int(ops[back][1].split()[-1], 16))
+    assert top < waits[-1], "the back edge does not enclose a wgmma wait"
+    local = [op for _, op in ops[top:back + 1] if re.search(r"\b(LDL|STL)\b", op)]
+    assert not local, f"local memory inside the K loop: {local}"
 
 
 @pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
