@@ -1,5 +1,5 @@
-"""The MoE layer on the GPU: routing, two grouped GEMMs and the glue between them, with the
-SwiGLU fused into L1's epilogue where L1 runs 128-row token tiles (prefill).
+"""The MoE layer on the GPU: routing, two grouped GEMMs and the glue between them (with
+``fused=True``, the SwiGLU in L1's epilogue instead).
 
     out[t] = sum_j  w[t, j] * L2[e](requant(swiglu(L1[e](x[t]))))     e = ids[t, j], j = 0..k-1
 
@@ -19,17 +19,17 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
 
-Fused (``fused``; by default where an expert averages over 32 rows, i.e. where L1 would not run
-swap-AB): steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
-epilogue computes step 3 from the same FP32 values, so it writes the same FP8 act and scales
-while h [P, 2I] never reaches memory. Decode keeps the chain: there L1 runs swap-AB and h is tiny.
+Fused (``fused=True``): steps 2 and 3 are one kernel (grouped.swiglu_l1,
+kernels_cu/swiglu_epilogue.cuh) whose epilogue computes step 3 from the same FP32 values, so it
+writes the same FP8 act and scales (the output is identical bit for bit) while h [P, 2I] never
+reaches memory. Opt-in: on the H200 it measured 0.93-0.97x the chain at 1024-8192 tokens of
+DeepSeek-V4-Flash (bench/NOTES.md, session 8), so the default is the chain.
 """
 from __future__ import annotations
 
 import math
 
 from . import compiler, driver, output
-from .dispatch.selector import GROUPED_SWAP_MAX_ROWS
 from .grouped import grouped_matmul_contiguous, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
@@ -44,7 +44,7 @@ MAX_BLOCKS = 4096                                    # grid-stride ops: enough t
 
 
 def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
-        fused=None):
+        fused: bool = False):
     """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
 
     x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
@@ -54,8 +54,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     w1, w1_scale [E, 2I, H] FP8 (gate rows, then up rows) with [E, ceil(2I/128), ceil(H/128)].
     w2, w2_scale [E, H, I] FP8 with [E, ceil(H/128), I/128].
     limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
-    fused        SwiGLU in L1's epilogue: None (default) where experts average over 32 rows
-                 (prefill), True always, False never (the unfused chain: same result, bit for bit).
+    fused        True: SwiGLU and the requantization in L1's epilogue (no [P, 2I] intermediate; the
+                 same result bit for bit; slower than the chain so far, see above).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """
     framework = framework_of(x)
@@ -86,8 +86,6 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     pair_row, pair_row_p = buf((pairs,), "int32")
     xs, xs_p = buf((pairs, hidden), "float8_e4m3fn")
     xs_scale, xs_scale_p = buf((pairs, groups_h), "float32")
-    if fused is None:
-        fused = 2 * pairs / min(experts, pairs) > GROUPED_SWAP_MAX_ROWS   # L1 would not run swap-AB
     act, act_p = buf((pairs, inter), "float8_e4m3fn")
     act_scale, act_scale_p = buf((pairs, inter // 128), "float32")
     y, y_p = buf((pairs, hidden), "bfloat16")

@@ -150,9 +150,9 @@ def test_moe_bound_and_summary():
     # 8192 tokens: FLOPs dominate
     b = moe.bound_us(256, 8192 * 6, 8192, e_h_i, bw, peak)
     assert math.isclose(b, 2.0 * 8192 * 6 * (3 * 2048 * 4096) / peak * 1e6, rel_tol=1e-12)
-    rows = [moe.MoeRow("flash", "uniform", t, 6 * t, 6, 1, layer_us=lay, unfused_us=un, fused_gain=un / lay,
-                       gemms_us=g, glue_us=un - g, bound_us=bd, max_gain=lay / bd)
-            for t, lay, un, g, bd in ((1, 60.0, 60.0, 50.0, 30.0), (4096, 2600.0, 2860.0, 2400.0, 2000.0))]
+    rows = [moe.MoeRow("flash", "uniform", t, 6 * t, 6, 1, layer_us=lay, fused_us=fu, fused_gain=lay / fu,
+                       gemms_us=g, glue_us=lay - g, bound_us=bd, max_gain=lay / bd)
+            for t, lay, fu, g, bd in ((1, 60.0, 60.0, 50.0, 30.0), (4096, 2600.0, 2600.0 / 1.1, 2400.0, 2000.0))]
     rows[1].notes = "layer WRONG (3.0e-01)"
     s = moe.summarize(rows)
     assert s["tokens<=128"]["shapes"] == 1 and math.isclose(s["tokens<=128"]["max_gain_geomean"], 2.0)
@@ -160,7 +160,7 @@ def test_moe_bound_and_summary():
     assert math.isclose(s["tokens>=1024"]["fused_gain_geomean"], 1.1)
     assert math.isclose(s["tokens<=128"]["glue_fraction_geomean"], 10.0 / 60.0)
     # glue below zero everywhere (GEMMs timed slower than the chain): no geomean, printed as n/a
-    neg = [moe.MoeRow("flash", "uniform", 1, 6, 6, 1, layer_us=5.0, unfused_us=5.0, fused_gain=1.0, gemms_us=6.0,
+    neg = [moe.MoeRow("flash", "uniform", 1, 6, 6, 1, layer_us=5.0, fused_us=5.0, fused_gain=1.0, gemms_us=6.0,
                       glue_us=-1.0, bound_us=4.0, max_gain=1.25)]
     assert "glue n/a" in moe.format_summary(moe.summarize(neg))
     assert s["wrong"] == ["flash uniform T=4096"]

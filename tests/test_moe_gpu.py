@@ -1,6 +1,7 @@
-"""GPU tests of the unfused MoE layer (fp8gemm.moe) against the float64 reference of the whole
-layer (fp8gemm.moe_reference.moe): uniform and skewed routing (empty experts, every token on the
-same experts), FP8 or bf16 input, torch and CuPy callers, dropped pairs, bitwise reproducibility.
+"""GPU tests of the MoE layer (fp8gemm.moe) against the float64 reference of the whole layer
+(fp8gemm.moe_reference.moe): uniform and skewed routing (empty experts, every token on the same
+experts), FP8 or bf16 input, torch, CuPy and JAX callers, CUDA graphs, dropped pairs, bitwise
+reproducibility, and the fused SwiGLU L1 against the unfused chain bit for bit.
 
 The bound: the reference requantizes the float64 SwiGLU output to FP8; we requantize an FP32 one
 (L1 in FP32 promoted per 128-K block, precise_fp32=False: ~2e-4 relative), which lands on another
@@ -115,7 +116,7 @@ def test_fused_swiglu_matches_unfused_bit_for_bit(tokens, top_k, skewed, inter, 
     """The fused L1 (SwiGLU and requantization in the GEMM's epilogue) computes the same FP32
     values as the unfused L1 and quantizes them with the same operations: the layer's output
     must be identical bit for bit, and (through the unfused path) within the reference bound.
-    fused=True forces it on shapes the default would run unfused (decode)."""
+    Decode-sized and prefill-sized routings, 1-3 act groups, clamps that bite or none."""
     import torch
     experts, hidden = 8, 384
     q1, s1, q2, s2 = layer(experts, hidden, inter, seed=tokens + inter)
