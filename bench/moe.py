@@ -71,13 +71,18 @@ def route(rng, tokens: int, experts: int, routing: str):
 
 def fp8_bytes(shape, rng):
     """Random finite FP8 E4M3 bytes of both signs, |value| <= 112 (codes 0x00..0x6E and
-    0x80..0xEE; no NaN), one leading slice at a time (CuPy draws through int64)."""
+    0x80..0xEE; no NaN), drawn in chunks of leading slices of at most 2^26 bytes (CuPy draws
+    through int64)."""
+    import math
+
     import cupy
 
     out = cupy.empty(shape, dtype=cupy.uint8)
-    for i in range(shape[0]):
-        v = rng.randint(0, 0xDE, size=shape[1:], dtype=cupy.uint8)
-        out[i] = cupy.where(v >= 0x6F, v + 0x11, v)
+    per = max(1, (1 << 26) // max(1, math.prod(shape[1:])))
+    for i in range(0, shape[0], per):
+        rows = min(per, shape[0] - i)
+        v = rng.randint(0, 0xDE, size=(rows,) + tuple(shape[1:]), dtype=cupy.uint8)
+        out[i:i + rows] = cupy.where(v >= 0x6F, v + 0x11, v)
     return out
 
 
