@@ -4,11 +4,15 @@ so clock drift hits all alike) of
 
 * the grouped L1 unfused (FP32 h promoted per 128-K block) and fused (SwiGLU + requantization in
   its epilogue), with ablations of the fused epilogue by source edits;
-* the grouped L1 (FP32) and L2 (bf16) with and without the idle-warpgroup skip (a consumer
-  warpgroup whose 64 rows are all past its group's end does no wgmma).
+* the grouped L1 (FP32) and L2 (bf16) as shipped and with the idle-warpgroup skip turned on in
+  grouped mode (a consumer warpgroup whose 64 rows are all past its group's end does no wgmma;
+  shipped for plain GEMMs only, bench/NOTES.md session 8).
 
-Ablated variants compute wrong values: timing only.
-Usage: PYTHONPATH=. python tools/exp_swiglu.py [--rounds R] [TOKENS ...]   (default 2048 8192)"""
+Ablated variants compute wrong values: timing only. ``--only a,b`` keeps those variants;
+``--profile`` runs each kept variant twice (warm-up, then the one to read) without timing, for
+``ncu --kernel-name regex:sm90_fp8_gemm_general``.
+Usage: PYTHONPATH=. python tools/exp_swiglu.py [--rounds R] [--only A,B] [--profile] [TOKENS ...]
+(default tokens: 2048 8192)"""
 import sys
 
 import numpy as np
@@ -22,7 +26,7 @@ from fp8gemm.launcher import plan_grouped, plan_swiglu
 from fp8gemm.validate import validate_grouped
 
 SWIGLU = "v[i] = x / (1.0f + expf(-x)) * u;"
-NO_SKIP = {"if (!kSwapAB && num_splits == 1 && t.row_base": "if (!kSwapAB && num_splits == 0 && t.row_base"}
+GROUPED_SKIP = {"if (!kSwapAB && !kGrouped && num_splits == 1 && t.row_base": "if (!kSwapAB && num_splits == 1 && t.row_base"}
 FUSED = {
     "fused": {},
     "fused_fastmath": {SWIGLU: "v[i] = __fdividef(x, 1.0f + __expf(-x)) * u;"},
@@ -60,10 +64,16 @@ def with_source(edits, build):
 
 def main():
     argv = sys.argv[1:]
-    rounds = 10
+    rounds, only, profile = 10, None, "--profile" in argv
+    if profile:
+        argv.remove("--profile")
     if "--rounds" in argv:
         i = argv.index("--rounds")
         rounds = int(argv[i + 1])
+        del argv[i:i + 2]
+    if "--only" in argv:
+        i = argv.index("--only")
+        only = argv[i + 1].split(",")
         del argv[i:i + 2]
     tokens = [int(t) for t in argv] or [2048, 8192]
     experts, hidden, inter, top_k = 256, 4096, 2048, 6
@@ -102,19 +112,29 @@ def main():
 
         gp1 = problem(xs, w1, xs_scale, s1, "float32")
         gp2 = problem(act, w2, act_scale, s2, "bfloat16")
-        plans = {}
-        for skip in (True, False):
-            edits = {} if skip else NO_SKIP
-            tag = "" if skip else "_noskip"
-            plans["L1_fp32" + tag] = (with_source(edits, lambda: grouped_plan(gp1, False)), h32)
-            plans["L2_bf16" + tag] = (with_source(edits, lambda: grouped_plan(gp2)), y)
+        builds = {}
+        for skip in (False, True):
+            edits = GROUPED_SKIP if skip else {}
+            tag = "_skip" if skip else ""
+            builds["L1_fp32" + tag] = (edits, lambda: grouped_plan(gp1, False), h32)
+            builds["L2_bf16" + tag] = (edits, lambda: grouped_plan(gp2), y)
         for name, edits in FUSED.items():
-            plans[name] = (with_source(edits, lambda: plan_swiglu(gp1, swiglu_candidate(experts),
-                                                                 act_scale.data_ptr(), 10.0)), act)
-        fns = {name: (lambda p=p, o=o: p.run(o.data_ptr(), stream())) for name, (p, o) in plans.items()}
+            builds[name] = (edits, lambda: plan_swiglu(gp1, swiglu_candidate(experts), act_scale.data_ptr(), 10.0),
+                            act)
+        fns = {}
+        for name, (edits, build, out) in builds.items():
+            if only is None or name in only:
+                plan = with_source(edits, build)
+                fns[name] = (lambda p=plan, o=out: p.run(o.data_ptr(), stream()))
         for fn in fns.values():
             fn()
         torch.cuda.synchronize()
+        if profile:
+            for name, fn in fns.items():
+                print(f"T={t} profiled launch: {name}", flush=True)
+                fn()
+            torch.cuda.synchronize()
+            continue
         per = {name: [] for name in fns}
         names = list(fns)
         for r in range(rounds):
