@@ -18,8 +18,8 @@
 // TMA out-of-bounds handling and masked in the epilogue.
 //
 // Structure: a persistent grid (at most one CTA per SM) walking work units = (tile, K split), see
-// scheduler.cuh. A consumer warpgroup whose 64 rows all lie past M only passes the stages on
-// (not in grouped mode). 3 warpgroups per CTA:
+// scheduler.cuh. A consumer warpgroup whose 64 rows all lie past M (or past its group's end, in
+// a group of one token tile) only passes the stages on. 3 warpgroups per CTA:
 //   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
 //                runs on across units, so the next unit's loads overlap this unit's epilogue;
 //   warpgroups 1-2 consumers: each owns 64 rows of the 128 x BLOCK_N tile and runs wgmma on them.
@@ -258,14 +258,17 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // The rows (tokens) this tile may store: M, or (grouped) the end of its group, whose
             // next rows belong to another group's tile. Swap-AB: the same for its columns.
             const uint32_t row_limit = kSwapAB ? M : t.row_end;
-            // A warpgroup whose 64 rows all lie past M (the last row tile of an M tail) has
-            // nothing to compute or store: no wgmma, no promotion, no epilogue. It still takes
-            // each stage in turn and hands it back (the empty barrier counts its warps). Not under
-            // split-K, whose epilogue synchronizes both warpgroups. NOTES: not in grouped mode: on
-            // the MoE L1 at 8192 tokens (192 rows per expert) it made the FP32 L1 24% slower
-            // (2665 against 2145 us, tools/exp_swiglu.py, bench/NOTES.md session 8), though it
-            // sped up 48-row groups by 6%.
-            if (!kSwapAB && !kGrouped && num_splits == 1 && t.row_base + math_wg * kWgmmaM >= row_limit) {
+            // A warpgroup whose 64 rows all lie past the rows the tile may store (an M tail, or a
+            // group of <= 64 rows) has nothing to compute or store: no wgmma, no promotion, no
+            // epilogue. It still takes each stage in turn and hands it back (the empty barrier
+            // counts its warps). Not under split-K, whose epilogue synchronizes both warpgroups.
+            // Grouped, only in a group of one token tile. NOTES: the last tile of a group of two or
+            // more then ran faster than its sibling tiles, which read the same B tiles and share
+            // them in L2 only while they run in step: the MoE L1 at 8192 tokens (192 rows per
+            // expert) read 9.7 GB from DRAM instead of 6.5 and took 24% longer (bench/NOTES.md,
+            // session 8); groups of one tile have no sibling (48 rows per expert: 6% faster).
+            const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
+            if (!kSwapAB && num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                     mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
                     __syncwarp();

@@ -1,7 +1,8 @@
 """Correctness run for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every kernel
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only]
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only |
+                                                                                  --grouped-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
 import sys
@@ -138,6 +139,8 @@ def moe_case() -> int:
 def main() -> int:
     if "--moe-only" in sys.argv:
         return moe_case()
+    if "--grouped-only" in sys.argv:
+        return 1 if grouped_cases() + moe_case() else 0
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
