@@ -28,6 +28,7 @@ DeepSeek-V4-Flash (bench/NOTES.md, session 8), so the default is the chain.
 from __future__ import annotations
 
 import math
+import threading
 
 from . import compiler, driver, output
 from .grouped import grouped_matmul_contiguous, swiglu_l1
@@ -41,6 +42,52 @@ _VARIANT = "moe_glue"
 ROUTE, SCATTER, SWIGLU, COMBINE = range(4)           # moe_glue.cu: moe::Op
 THREADS, SCAN_THREADS = 256, 1024
 MAX_BLOCKS = 4096                                    # grid-stride ops: enough to fill 132 SMs
+# moe_glue_kernel's argument slots that hold a pointer to this call's arrays (the others -- pairs,
+# top_k, E, rows, cols, limit -- are fixed by the glue plan's key).
+_PTR_SLOTS = (0, 1, 5, 6, 7, 8, 9, 10, 11, 12)
+_MAX_GLUE_PLANS = 64
+_glue_plans = {}
+_glue_lock = threading.Lock()
+
+
+class _GluePlan:
+    """The four glue launches of one layer shape, prebuilt: launch prefixes and argument blocks
+    whose scalar slots are fixed; a call rewrites only the pointer slots (host overhead: building
+    the four blocks took most of the glue's host time, tools/moe_host.py)."""
+
+    def __init__(self, device, t, pairs, top_k, experts, hidden, inter, lim):
+        ops = ((ROUTE, 1, SCAN_THREADS, 0, 0),
+               (SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, 0, hidden),
+               (SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, pairs, inter),
+               (COMBINE, t, THREADS, t, hidden))
+        self.launches = {}
+        for op, grid, threads, rows, cols in ops:
+            kern = compiler.get_kernel(device, _VARIANT, (op,), 0)
+            params = KernelParams((("u64", 0), ("u64", 0), ("u32", pairs), ("u32", top_k), ("u32", experts),
+                                   ("u64", 0), ("u64", 0), ("u64", 0), ("u64", 0), ("u64", 0), ("u64", 0),
+                                   ("u64", 0), ("u64", 0), ("u32", rows), ("u32", cols), ("f32", lim)))
+            self.launches[op] = (driver.launch_args(kern.kernel.ptr, grid, threads, 0), params)
+        self.lock = threading.Lock()
+
+    def run(self, device, stream, op, pointers):
+        """Launch glue op ``op`` with the 10 pointers of _PTR_SLOTS, in that order."""
+        prefix, params = self.launches[op]
+        with self.lock:               # one argument block per op: fill and launch as one step
+            for slot, ptr in zip(_PTR_SLOTS, pointers):
+                params.set_u64(slot, ptr)
+            launch(device, prefix, stream, params.address)
+
+
+def _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim) -> _GluePlan:
+    key = (device, t, pairs, top_k, experts, hidden, inter, lim)
+    plan = _glue_plans.get(key)
+    if plan is None:
+        plan = _GluePlan(device, t, pairs, top_k, experts, hidden, inter, lim)
+        with _glue_lock:
+            if len(_glue_plans) >= _MAX_GLUE_PLANS:
+                _glue_plans.clear()
+            _glue_plans[key] = plan
+    return plan
 
 
 def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
@@ -92,26 +139,22 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     out, out_p = buf((t, hidden), "bfloat16")
     lim = math.inf if limit is None else float(limit)
 
-    def glue(op, grid, threads, src=0, src_scale=0, dst=0, dst_scale=0, rows=0, cols=0):
-        kern = compiler.get_kernel(device, _VARIANT, (op,), 0)
-        params = KernelParams((("u64", ids.ptr), ("u64", wts.ptr), ("u32", pairs), ("u32", top_k),
-                               ("u32", experts), ("u64", counts_p), ("u64", offsets_p), ("u64", fill_p),
-                               ("u64", pair_row_p), ("u64", src), ("u64", src_scale), ("u64", dst),
-                               ("u64", dst_scale), ("u32", rows), ("u32", cols), ("f32", lim)))
-        launch(device, driver.launch_args(kern.kernel.ptr, grid, threads, 0), stream, params.address)
+    plan = _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim)
+    common = (ids.ptr, wts.ptr, counts_p, offsets_p, fill_p, pair_row_p)
 
-    glue(ROUTE, 1, SCAN_THREADS)           # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
-    glue(SCATTER, min(-(-pairs * 32 // THREADS), MAX_BLOCKS), THREADS, tx.ptr, txs.ptr, xs_p, xs_scale_p,
-         cols=hidden)
+    def glue(op, src=0, src_scale=0, dst=0, dst_scale=0):
+        plan.run(device, stream, op, common + (src, src_scale, dst, dst_scale))
+
+    glue(ROUTE)                            # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
+    glue(SCATTER, tx.ptr, txs.ptr, xs_p, xs_scale_p)
     if fused:
         swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_p, act_scale_p, lim)
     else:
         h, h_p = buf((pairs, 2 * inter), "float32")
         grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)
-        glue(SWIGLU, -(-pairs * (inter // 128) * 32 // THREADS), THREADS, h_p, 0, act_p, act_scale_p,
-             rows=pairs, cols=inter)
+        glue(SWIGLU, h_p, 0, act_p, act_scale_p)
     grouped_matmul_contiguous(act, w2, act_scale, w2_scale, offsets, out=y)
-    glue(COMBINE, t, THREADS, y_p, 0, out_p, 0, rows=t, cols=hidden)
+    glue(COMBINE, y_p, 0, out_p, 0)
     # The intermediates go back to the caller's allocator here; it orders their reuse after this
     # stream's work (torch's caching allocator and CuPy's pool are both stream-ordered).
     return output.finish(framework, out, (t, hidden), "bfloat16", device, stream)
