@@ -218,3 +218,43 @@ def test_launch_goes_through_cupy_wrapper_and_falls_back_to_ctypes(monkeypatch):
     monkeypatch.setattr(driver, "_cy_launch", False)
     assert driver.launch_prebuilt(prefix, 5, 0x7000) == driver.CUDA_ERROR_INVALID_CONTEXT
     assert [kind for kind, _ in seen] == ["ctypes"]
+
+
+def test_moe_glue_plan_grids_scalars_and_pointer_slots(monkeypatch):
+    """fp8gemm.moe's prebuilt glue launches: each op's grid, block and fixed scalars (pairs, k, E,
+    rows, cols, limit) as the kernel expects them, and a call writing exactly the ten pointer
+    slots, in order, before it launches."""
+    import struct
+    import types
+
+    from fp8gemm import moe_layer
+
+    monkeypatch.setattr(moe_layer.compiler, "get_kernel",
+                        lambda device, variant, targs, smem: types.SimpleNamespace(
+                            kernel=types.SimpleNamespace(ptr=1000 + targs[0])))
+    launches = []
+
+    def fake_launch(device, prefix, stream, address):
+        params = plan.launches[prefix[0] - 1000][1]
+        launches.append((prefix, [struct.unpack_from("<Q", params.buffer, params.offsets[s])[0]
+                                  for s in moe_layer._PTR_SLOTS]))
+    monkeypatch.setattr(moe_layer, "launch", fake_launch)
+    t, k, experts, hidden, inter, lim = 300, 6, 256, 4096, 2048, 10.0
+    pairs = t * k
+    plan = moe_layer._GluePlan(0, t, pairs, k, experts, hidden, inter, lim)
+
+    def scalars(op):
+        params = plan.launches[op][1]
+        u32 = [struct.unpack_from("<I", params.buffer, params.offsets[s])[0] for s in (2, 3, 4, 13, 14)]
+        return u32 + [struct.unpack_from("<f", params.buffer, params.offsets[15])[0]]
+    want = {moe_layer.ROUTE: ((1, 1024), (0, 0)),
+            moe_layer.SCATTER: ((min(-(-pairs * 32 // 256), 4096), 256), (0, hidden)),
+            moe_layer.SWIGLU: ((-(-pairs * (inter // 128) * 32 // 256), 256), (pairs, inter)),
+            moe_layer.COMBINE: ((t, 256), (t, hidden))}
+    for op, ((grid, block), (rows, cols)) in want.items():
+        prefix = plan.launches[op][0]
+        assert prefix == (1000 + op, grid, 1, 1, block, 1, 1, 0)
+        assert scalars(op) == [pairs, k, experts, rows, cols, lim]
+    pointers = tuple(range(11, 21))
+    plan.run(0, 7, moe_layer.SWIGLU, pointers)
+    assert launches == [(plan.launches[moe_layer.SWIGLU][0], list(pointers))]
