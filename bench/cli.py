@@ -244,6 +244,26 @@ def host_overhead_us(fn, calls: int = 30) -> float:
     return (t1 - t0) / calls * 1e6
 
 
+def host_batched_us(fn, calls: int = 1000, batch: int = 50, sync=None) -> float:
+    """Host time per call, in batches of ``batch`` with a device sync between batches (outside
+    the timed part), so that the launch queue never fills and blocks the host. ``sync``: the
+    caller's framework's device sync (default CuPy's)."""
+    if sync is None:
+        import cupy
+
+        sync = cupy.cuda.Device().synchronize
+    fn()
+    sync()
+    total = 0.0
+    for _ in range(calls // batch):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        total += time.perf_counter() - t0
+        sync()
+    return total / (calls // batch * batch) * 1e6
+
+
 def host_phase(shapes, args) -> dict:
     """{(m, n, k): host microseconds per eager call} for every shape, measured before any profiler
     session: a finished torch.profiler (CUPTI) session can leave every later launch slower, and

@@ -8,6 +8,7 @@ workspaces are cached here.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import struct
 import threading
 
@@ -357,8 +358,6 @@ class SwiGLUPlan(GeneralPlan):
     as two sub-tiles of 64 gate + 64 up weight rows (B boxes of 64 rows)."""
 
     def __init__(self, gp: GroupedProblem, cand, act_scale_ptr: int, limit: float):
-        import dataclasses
-
         p = gp.gemm
         inter = p.n // 2
         self.tma_store = False

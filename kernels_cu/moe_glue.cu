@@ -112,9 +112,7 @@ moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each
         float amax = 0.0f;
 #pragma unroll
         for (uint32_t i = 0; i < kPerLane; ++i) {
-            const float x = fminf(gv[i], limit);
-            const float u = fminf(fmaxf(uv[i], -limit), limit);
-            v[i] = x / (1.0f + expf(-x)) * u;
+            v[i] = swiglu_clamped(gv[i], uv[i], limit);
             amax = nan_max(amax, fabsf(v[i]));
         }
 #pragma unroll

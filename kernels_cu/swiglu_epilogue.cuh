@@ -7,9 +7,10 @@
 // accumulator column c < 64 is gate and c + 64 its up. A quantization group is 128 act columns:
 // one work unit runs two such sub-tiles back to back (sub 0: act columns 128p .. 128p+63, sub 1:
 // the next 64), holding sub 0's act values in shared memory until sub 1 knows the group's amax.
-// Each thread owns the same two rows in both sub-tiles, so its rows' amax stays in registers.
-// The arithmetic is moe_glue.cu's kSwiGLU, operation for operation (same FP32 inputs -> the same
-// FP8 codes and scales as the unfused path).
+// Each thread owns the same two rows in both sub-tiles, so it keeps its own rows' amax (in shared
+// memory beside the values). The arithmetic is moe_glue.cu's kSwiGLU, operation for operation
+// (quant::swiglu_clamped, then the same amax and division: same FP32 inputs -> the same FP8 codes
+// and scales as the unfused path).
 #pragma once
 #include "common/types.cuh"
 #include "common/quant.cuh"
@@ -41,9 +42,7 @@ __device__ __forceinline__ void swiglu_quant_epilogue(const float (&total)[kNumA
     float m0 = 0.0f, m1 = 0.0f;
 #pragma unroll
     for (int i = 0; i < kHalf; ++i) {
-        const float x = fminf(total[i], limit);
-        const float u = fminf(fmaxf(total[i + kHalf], -limit), limit);
-        v[i] = x / (1.0f + expf(-x)) * u;
+        v[i] = swiglu_clamped(total[i], total[i + kHalf], limit);
         if ((i >> 1) & 1) m1 = nan_max(m1, fabsf(v[i]));
         else m0 = nan_max(m0, fabsf(v[i]));
     }

@@ -25,14 +25,14 @@ from fp8gemm.intake import intake
 from fp8gemm.launcher import plan_grouped, plan_swiglu
 from fp8gemm.validate import validate_grouped
 
-SWIGLU = "v[i] = x / (1.0f + expf(-x)) * u;"
+SWIGLU = "return x / (1.0f + expf(-x)) * u;"           # common/quant.cuh: quant::swiglu_clamped
 # the idle-warpgroup skip off in grouped mode (as at 16b36c4); shipped: on in groups of one tile
 NO_GROUPED_SKIP = {"const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;":
                    "const bool lone_tile = !kGrouped;"}
 FUSED = {
     "fused": {},
-    "fused_fastmath": {SWIGLU: "v[i] = __fdividef(x, 1.0f + __expf(-x)) * u;"},
-    "fused_cheap_math": {SWIGLU: "v[i] = total[i] + total[i + kHalf];"},
+    "fused_fastmath": {SWIGLU: "return __fdividef(x, 1.0f + __expf(-x)) * u;"},
+    "fused_cheap_math": {SWIGLU: "return gate + up;"},
     # never runs, but the compiler cannot know: the promotion stays
     "fused_epilogue_never": {"swiglu_quant_epilogue(total, sub,":
                              "if (row0 > 0xfffffff0u) swiglu_quant_epilogue(total, sub,"},

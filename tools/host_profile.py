@@ -4,13 +4,12 @@ by stage of the cached fast path, and the top functions by own time.
     PYTHONPATH=. python tools/host_profile.py"""
 import cProfile
 import pstats
-import time
 
 import cupy
 
 import fp8gemm
 from fp8gemm import api, driver, launcher, output
-from fp8gemm.bench.cli import host_overhead_us
+from fp8gemm.bench.cli import host_batched_us, host_overhead_us
 from fp8gemm.testing import random_case
 
 case = random_case(64, 4096, 4096, seed=0)
@@ -25,19 +24,7 @@ def runner_name(r):
     return f"grid {r.grid}, splits {r.splits}, tma_store {r.tma_store}"
 
 
-def per_call_us(fn, calls=1000, batch=50):
-    """Host time per call, in batches of ``batch`` with a device sync between batches (outside
-    the timed part), so that the launch queue never fills and blocks the host."""
-    fn()
-    cupy.cuda.Device().synchronize()
-    total = 0.0
-    for _ in range(calls // batch):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        total += time.perf_counter() - t0
-        cupy.cuda.Device().synchronize()
-    return total / (calls // batch * batch) * 1e6
+per_call_us = host_batched_us
 
 
 print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call "

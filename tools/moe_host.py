@@ -7,27 +7,14 @@ Usage: PYTHONPATH=. python tools/moe_host.py [TOKENS ...]   (default 1)"""
 import cProfile
 import pstats
 import sys
-import time
 
 import cupy
 import numpy as np
 
 import fp8gemm
+from fp8gemm.bench.cli import host_batched_us
 from fp8gemm.bench.moe import MODELS, fp8_bytes, route
 from fp8gemm.bench.timing import L2Flush, time_calls
-
-
-def per_call_us(fn, sync, calls=200, batch=20):
-    fn()
-    sync()
-    total = 0.0
-    for _ in range(calls // batch):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        total += time.perf_counter() - t0
-        sync()
-    return total / (calls // batch * batch) * 1e6
 
 
 def main():
@@ -56,8 +43,8 @@ def main():
 
         # Host first: a finished profiler session leaves CUPTI attached and slows every later
         # launch (bench/NOTES.md, session 7); so only the first token count's host time is clean.
-        host_cp = per_call_us(cupy_call, cupy.cuda.Device().synchronize)
-        host_th = per_call_us(torch_call, torch.cuda.synchronize)
+        host_cp = host_batched_us(cupy_call, 200, 20, cupy.cuda.Device().synchronize)
+        host_th = host_batched_us(torch_call, 200, 20, torch.cuda.synchronize)
         dev = time_calls({"layer": cupy_call}, flush, 10)["layer"]
         print(f"T={t}: device {dev:.1f} us; host per eager call: CuPy {host_cp:.1f} us, torch {host_th:.1f} us",
               flush=True)

@@ -60,6 +60,15 @@ __device__ __forceinline__ float div_scale(float x, float s, float rcp, bool fas
 
 __device__ __forceinline__ bool div_scale_fast(float s) { return s >= 0x1p-80f && s <= 0x1p100f; }
 
+/// DeepSeek-V4's clamped SwiGLU of one (gate, up) pair: silu(min(gate, limit)) * clip(up, +-limit).
+/// The one definition the unfused glue (moe_glue.cu) and the fused L1 epilogue
+/// (swiglu_epilogue.cuh) both use, so that their FP8 outputs agree bit for bit.
+__device__ __forceinline__ float swiglu_clamped(float gate, float up, float limit) {
+    const float x = fminf(gate, limit);
+    const float u = fminf(fmaxf(up, -limit), limit);
+    return x / (1.0f + expf(-x)) * u;
+}
+
 /// Eight values of the vector path: one 16-byte load (two for fp32).
 template <int kInType>
 __device__ __forceinline__ void load8(const void* x, int64_t index, float (&v)[kVecPerLane]) {
