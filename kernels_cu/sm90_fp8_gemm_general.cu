@@ -494,9 +494,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 constexpr uint32_t kTileFloats = BLOCK_M * BLOCK_N;
                 float* tile_ws = workspace + static_cast<int64_t>(w.tile_idx) * num_splits * kTileFloats;
                 float* mine = tile_ws + static_cast<int64_t>(w.split_idx) * kTileFloats;
-                // NOTES: a thread whose two rows are both past M holds only zeros that are never
-                // stored: it skips the workspace entirely (at M = 1, 4 of 256 threads take part).
-                const bool has_rows = row0 < ROWS;
+                // NOTES: a thread whose values are all past the tile's rows (past N under swap-AB)
+                // or, swapped, past its tokens (col0 is its first column) holds nothing that is ever
+                // stored: it skips the workspace entirely (swap-AB at M = 1: 64 of 256 threads).
+                const bool has_rows = row0 < ROWS && (!kSwapAB || col0 < col_limit);
                 if (has_rows) {
 #pragma unroll
                     for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
@@ -517,20 +518,33 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 __threadfence();                                   // see the other splits' partials
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-                // NOTES: plain L2 loads (__ldcg, not volatile asm) let the compiler put several
-                // splits' loads in flight before the adds; the adds stay in split order.
+                // The splits' partials in chunks of kChunk: every (predicated) load of a chunk is
+                // issued before its adds, so one L2 round trip serves kChunk splits (a small tile's
+                // reduction is latency-bound: bench/NOTES.md session 9); the adds stay in split
+                // order 0..S-1, so the sum is deterministic.
                 const float4* part = reinterpret_cast<const float4*>(tile_ws) + consumer_tid;
                 constexpr uint32_t kFloat4PerSplit = kTileFloats / 4;
-#pragma unroll 4
-                for (uint32_t s = 0; s < num_splits; ++s) {        // fixed order: deterministic
-                    if (!has_rows) break;
+                constexpr uint32_t kF4 = Mma::kNumAccum / 4;       // float4 per thread per split
+                constexpr uint32_t kChunk = kF4 >= 16 ? 1 : 16 / kF4;   // 16 float4 in flight
+                for (uint32_t s0 = 0; has_rows && s0 < num_splits; s0 += kChunk) {
+                    float4 v[kChunk][kF4];
 #pragma unroll
-                    for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
-                        const float4 v = __ldcg(part + s * kFloat4PerSplit + j * kNumConsumerThreads);
-                        total[4 * j] += v.x;
-                        total[4 * j + 1] += v.y;
-                        total[4 * j + 2] += v.z;
-                        total[4 * j + 3] += v.w;
+                    for (uint32_t c = 0; c < kChunk; ++c) {
+#pragma unroll
+                        for (uint32_t j = 0; j < kF4; ++j)
+                            v[c][j] = s0 + c < num_splits ? __ldcg(part + (s0 + c) * kFloat4PerSplit + j * kNumConsumerThreads)
+                                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    }
+#pragma unroll
+                    for (uint32_t c = 0; c < kChunk; ++c) {
+                        if (s0 + c >= num_splits) break;
+#pragma unroll
+                        for (uint32_t j = 0; j < kF4; ++j) {
+                            total[4 * j] += v[c][j].x;
+                            total[4 * j + 1] += v[c][j].y;
+                            total[4 * j + 2] += v[c][j].z;
+                            total[4 * j + 3] += v[c][j].w;
+                        }
                     }
                 }
             }
