@@ -252,7 +252,7 @@ def test_bad_input_on_gpu_never_reaches_a_kernel():
         fp8gemm.matmul(case.a, case.b, case.a_scale.astype(cupy.float16), case.b_scale)
 
 
-@pytest.mark.parametrize("splits", [2, 3, 8])
+@pytest.mark.parametrize("splits", [2, 3, 8, 12])
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096 + 16), (37, 1000, 2048), (130, 576, 7168), (5, 8, 400)],
                          ids=lambda v: str(v))
 def test_forced_split_k(m, n, k, splits):

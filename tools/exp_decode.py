@@ -61,9 +61,9 @@ EDITS = {"old": OLD, "noreduce": NOREDUCE, "new": {}}
 
 FLOOR_SRC = r"""
 extern "C" __global__ void empty_kernel() {}
-extern "C" __global__ void one_load(const int4* __restrict__ p, int* sink) {
+extern "C" __global__ void one_load(const int4* __restrict__ p, unsigned long long n, int* sink) {
     if (threadIdx.x == 0) {
-        const int4 v = __ldcg(p + (size_t)blockIdx.x * 4096);
+        const int4 v = __ldcg(p + ((unsigned long long)blockIdx.x * 4096) % n);
         if (v.x == 0x12345 && v.y == 7) *sink = v.z;
     }
 }
@@ -107,7 +107,7 @@ def main():
         n16 = np.uint64(bbuf.size // 16)
         fns = {
             "empty": lambda: k_empty.kernel((1, 1, 1), (32, 1, 1), (), 0, st()),
-            "one_load": lambda: k_one.kernel((sms, 1, 1), (32, 1, 1), (bbuf, sink), 0, st()),
+            "one_load": lambda: k_one.kernel((sms, 1, 1), (32, 1, 1), (bbuf, n16, sink), 0, st()),
             "read": lambda: k_read.kernel((sms * 4, 1, 1), (256, 1, 1), (bbuf, n16, sink), 0, st()),
         }
         sf = output.stream_for_framework("torch")
