@@ -8,6 +8,7 @@ Floors, each one kernel launch:
   read      every byte of B [N, K] read once by all SMs (16-byte loads, 4 in flight per thread).
 Variants of the general kernel (swap-AB, block_n 8 unless said): `new` is the source as it is,
 `old` the source with the edits in OLD applied (the split-K reduction before session 9),
+`fence` the source with the handshake's two __threadfence() of v13 back (FENCE),
 `noreduce` the source with the split-K handshake removed (each split stores its partial as C:
 wrong values, timing only: what the partial/fence/atomic/reduction chain costs).
 Usage: PYTHONPATH=. python tools/exp_decode.py [--iters 20] [--splits 1,2,4,8,16] [--versions new,noreduce]"""
@@ -56,8 +57,50 @@ OLD = {
 
 """,
 }
+# The handshake before v14: a __threadfence() by every thread before the counter's (relaxed) add,
+# and another before the last split's loads.
+FENCE = {
+    "                named_barrier_sync(kConsumerBarrier, kNumConsumerThreads);\n                if (consumer_tid == 0) {\n"
+    "                    const uint32_t done = atomic_add_acq_rel_gpu(&tile_counters[w.tile_idx], 1u);":
+    "                __threadfence();\n                named_barrier_sync(kConsumerBarrier, kNumConsumerThreads);\n"
+    "                if (consumer_tid == 0) {\n                    const uint32_t done = atomicAdd(&tile_counters[w.tile_idx], 1u);",
+    "                if (*last_split_flag == 0) continue;              // another split finishes the tile\n":
+    "                if (*last_split_flag == 0) continue;              // another split finishes the tile\n"
+    "                __threadfence();\n",
+}
+OLD = {**OLD, **FENCE}
 NOREDUCE = {"if (!kSwiGLU && num_splits > 1) {": "if (false) {"}
-EDITS = {"old": OLD, "noreduce": NOREDUCE, "new": {}}
+# Timeline (timing only): thread 128 of each CTA writes %globaltimer and clock64 into the unused
+# act_scale argument (set by --timeline) at: 0 start, 1 mainloop done, 2 split handshake done
+# (3: whether this CTA was last), 4 reduction done (last split only), 5 consumer exit.
+STAMP_FN = """
+namespace fp8gemm {
+__device__ __forceinline__ void dbg_stamp(float* buf, uint32_t slot, unsigned long long extra = 0) {
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    unsigned long long* p = reinterpret_cast<unsigned long long*>(buf) + (blockIdx.x * 8 + slot) * 2;
+    p[0] = extra ? extra : g;
+    p[1] = clock64();
+}
+}
+"""
+STAMP = "if (threadIdx.x == 128 && act_scale != nullptr) dbg_stamp(act_scale, "
+TIMELINE = {
+    "namespace fp8gemm {\n\nnamespace general {": STAMP_FN + "namespace fp8gemm {\n\nnamespace general {",
+    "    if constexpr (kGrouped) group_tile_prefix<kTokenTile>(groups, num_groups, group_rows, M, tile_prefix);\n    __syncthreads();":
+        "    if constexpr (kGrouped) group_tile_prefix<kTokenTile>(groups, num_groups, group_rows, M, tile_prefix);\n"
+        "    __syncthreads();\n    " + STAMP + "0);",
+    "            // ---- split-K: publish": "            " + STAMP + "1);\n            // ---- split-K: publish",
+    "                if (*last_split_flag == 0) continue;":
+        "                " + STAMP + "2); " + STAMP + "3, 1 + *last_split_flag);\n"
+        "                if (*last_split_flag == 0) continue;",
+    "            // ---- epilogue ----": "            " + STAMP + "4);\n            // ---- epilogue ----",
+    "        if constexpr (kTmaStore) {\n            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();":
+        "        " + STAMP + "5);\n        if constexpr (kTmaStore) {\n"
+        "            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();",
+}
+EDITS = {"old": OLD, "fence": FENCE, "noreduce": NOREDUCE, "new": {}, "timeline": TIMELINE}
+_ARG_ACT_SCALE = 21      # sm90_fp8_gemm_general_kernel's act_scale (unused outside the fused L1)
 
 FLOOR_SRC = r"""
 extern "C" __global__ void empty_kernel() {}
@@ -82,13 +125,69 @@ extern "C" __global__ void read_all(const int4* __restrict__ p, unsigned long lo
 """
 
 
+def timeline(shapes, split_list, reps=20):
+    """Per phase, in µs (globaltimer; median over `reps` L2-cold launches and over the tiles):
+    launch skew of the CTAs, mainloop, the handshake of the non-last splits and of the last one,
+    the last split's reduction and store."""
+    import statistics
+
+    flush = L2Flush()
+    orig_flatten = compiler.flatten
+    compiler.flatten = patched(TIMELINE)
+    compiler._kernels.clear()
+    try:
+        for m, n, k in shapes:
+            case = random_case(m, n, k, seed=1)
+            a, b, sa, sb = case.as_torch()
+            sf = output.stream_for_framework("torch")
+            prob = validate_gemm(*(intake(x, nm, sf) for x, nm in ((a, "a"), (b, "b"), (sa, "a_scale"),
+                                                                     (sb, "b_scale"))), None, None)
+            for splits in split_list:
+                cand = Candidate(GEN, 8, 6, 1, splits, True)
+                runner = plan(prob, cand, smem_bytes_of(cand, prob.out_dtype), n, True)
+                grid = runner.grid
+                stamps = torch.zeros(grid * 8 * 2, dtype=torch.int64, device="cuda")
+                runner.params.set_u64(_ARG_ACT_SCALE, stamps.data_ptr())
+                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                rows = []
+                for _ in range(reps):
+                    flush(torch.cuda.current_stream().cuda_stream)
+                    stamps.zero_()
+                    runner.run(out.data_ptr(), torch.cuda.current_stream().cuda_stream)
+                    torch.cuda.synchronize()
+                    t = stamps.view(grid, 8, 2)[:, :, 0].cpu().numpy().astype(np.float64)
+                    t0 = t[:, 0].min()
+                    last = t[:, 3] == 2
+                    rows.append({
+                        "skew": t[:, 0].max() - t0,
+                        "mainloop": np.median(t[:, 1] - t[:, 0]),
+                        "mainloop_max": (t[:, 1] - t[:, 0]).max(),
+                        "handshake_other": np.median((t[:, 2] - t[:, 1])[~last]) if (~last).any() else 0,
+                        "handshake_last": np.median((t[:, 2] - t[:, 1])[last]),
+                        "last_waits_from_first_done": np.median(t[last, 2]) - t[:, 1].min(),
+                        "reduce": np.median((t[:, 4] - t[:, 2])[last]),
+                        "store": np.median((t[:, 5] - t[:, 4])[last]),
+                        "span": t[:, 5].max() - t0,
+                    })
+                med = {key: statistics.median(r[key] for r in rows) / 1000.0 for key in rows[0]}
+                print(f"timeline {m} {n} {k} k{splits} grid {grid}: " +
+                      " ".join(f"{key} {v:.2f}" for key, v in med.items()), flush=True)
+    finally:
+        compiler.flatten = orig_flatten
+        compiler._kernels.clear()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--splits", default="1,2,4,8,16")
     ap.add_argument("--versions", default="old,new", help="of: " + ",".join(EDITS))
     ap.add_argument("--first-run-shapes", action="store_true", help="the shapes of the first run (session 9)")
+    ap.add_argument("--timeline", action="store_true", help="per-phase times of the split-K kernel instead")
     args = ap.parse_args()
+    if args.timeline:
+        timeline([(1, 512, 4096), (1, 1536, 4096), (1, 4096, 4096)], [int(s) for s in args.splits.split(",")])
+        return
     split_list = [int(s) for s in args.splits.split(",")]
     versions = args.versions.split(",")
     flush = L2Flush()

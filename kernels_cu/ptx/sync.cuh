@@ -38,4 +38,14 @@ __device__ __forceinline__ void st_cg_f32x4(float* ptr, const float (&v)[4]) {
                  ::"l"(ptr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
 }
 
+/// atom.acq_rel.gpu.add: add to a global counter with release semantics (this thread's earlier
+/// writes, and those a barrier ordered before it, become visible with the new value) and acquire
+/// semantics (writes released by earlier adders become visible to this thread, and through a
+/// barrier to the CTA); returns the old value.
+__device__ __forceinline__ uint32_t atomic_add_acq_rel_gpu(uint32_t* ptr, uint32_t v) {
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
+    return old;
+}
+
 }  // namespace fp8gemm
