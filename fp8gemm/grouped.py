@@ -169,16 +169,34 @@ def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: 
     and its scales [P, I / 128] float32 (at ``act_scale_ptr``) = the SwiGLU of the contiguous
     grouped GEMM xs @ w1[g]^T (w1 [G, 2I, H]: gate rows, then up rows), requantized per 1 x 128
     group, written only for rows offsets[0] .. offsets[G] - 1. Same intake and validation as
-    grouped_matmul_contiguous; I must be a multiple of 128 (fp8gemm.moe checks)."""
+    grouped_matmul_contiguous; I must be a multiple of 128 (fp8gemm.moe checks). Plans (tensor maps
+    and argument block) are cached like matmul's, keyed by the arrays, the scales' pointer and the
+    clamp; the act pointer is set per call."""
     framework = framework_of(xs)
     stream_for = output.stream_for_framework(framework)
+    key = (_plan_key(framework, "float32", xs, w1, xs_scale, w1_scale, offsets)
+           if framework in (CUPY, TORCH) else None)
+    if key is not None:
+        key = (act_scale_ptr, limit) + key
+        entry = _swiglu_plans.get(key)
+        if entry is not None:
+            device, plan = entry
+            if plan is not None:
+                plan.run(act_ptr, stream_for(device))
+            return
     ta = intake(xs, "a", stream_for)
     tb = intake(w1, "b", stream_for)
     tg = intake(offsets, "offsets", stream_for)
     tsa = intake(xs_scale, "a_scale", stream_for)
     tsb = intake(w1_scale, "b_scale", stream_for)
     gp = validate_grouped(ta, tb, tsa, tsb, tg, None, "float32", False)
-    if gp.gemm.m == 0:
-        return
-    plan = plan_swiglu(gp, swiglu_candidate(gp.num_groups), act_scale_ptr, limit)
-    plan.run(act_ptr, stream_for(gp.gemm.device))
+    plan = None if gp.gemm.m == 0 else plan_swiglu(gp, swiglu_candidate(gp.num_groups), act_scale_ptr, limit)
+    if key is not None:
+        if len(_swiglu_plans) >= MAX_PLANS:
+            _swiglu_plans.clear()
+        _swiglu_plans[key] = (gp.gemm.device, plan)
+    if plan is not None:
+        plan.run(act_ptr, stream_for(gp.gemm.device))
+
+
+_swiglu_plans = {}    # (act_scale pointer, clamp, input signature) -> (device, plan or None for P = 0)

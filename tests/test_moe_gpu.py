@@ -137,6 +137,21 @@ def test_fused_swiglu_matches_unfused_bit_for_bit(tokens, top_k, skewed, inter, 
     assert rel_err(to_f64(unfused), want) <= MOE_TOL
     same = fused.view(torch.int16) == unfused.view(torch.int16)
     assert bool(same.all()), f"fused differs from unfused in {int((~same).sum())} of {same.numel()} outputs"
+    # New tokens and routing in the same buffers: the fused L1's cached plan (keyed by pointers)
+    # must read the new data.
+    ids2, w2 = routing(tokens, experts, top_k, not skewed, seed=tokens + 5)
+    x2 = np.random.default_rng(tokens + 12).standard_normal((tokens, hidden)).astype(np.float32)
+    xq2, xs2 = reference.quantize_per_token_group(x2)
+    args[0].view(torch.uint8).copy_(dev(xq2.view(np.uint8)))
+    args[1].copy_(dev(ids2))
+    args[2].copy_(dev(w2))
+    xs_dev = dev(xs2)
+    fused2 = fp8gemm.moe(*args, x_scale=xs_dev, limit=limit, fused=True)
+    unfused2 = fp8gemm.moe(*args, x_scale=xs_dev, limit=limit, fused=False)
+    torch.cuda.synchronize()
+    want2 = moe_reference.moe(xq2, ids2, w2, q1, s1, q2, s2, x_scale=xs2, limit=limit)
+    assert rel_err(to_f64(fused2), want2) <= MOE_TOL
+    assert bool((fused2.view(torch.int16) == unfused2.view(torch.int16)).all())
 
 
 def test_bad_layer_input():
