@@ -102,7 +102,7 @@ def _general_splits(tiles: int, k_blocks: int, num_sms: int) -> int:
 HBM_BYTES_PER_US = 4.3e6      # device copy bandwidth, bytes read + written
 SM_BYTES_PER_US = 95e3        # one SM's TMA stream when few SMs share HBM (fitted)
 SM_FLOPS_PER_US = 11.26e6     # FP8 dense peak / 132 SMs
-SPLIT_FIXED_US = 1.0          # publish partial, fence, atomic, final re-read (fitted)
+SPLIT_FIXED_US = 1.0          # publish partial, barrier + acq_rel atomic, final re-read (fitted before v14)
 SPLIT_EACH_US = 0.05          # each further split the last CTA reads (refitted, session 9: 16 in flight)
 
 
