@@ -75,10 +75,28 @@ PAIRS_NEW = """\
                         kb += 2;
                     }
 """
+# Session 10: from v7 on, "no_promote" (SINGLE + no promotion) left ptxas no reader of the
+# accumulators, and it deleted every wgmma (no QGMMA in the SASS): it timed the TMA feed alone, not
+# the wgmma pipeline. The ablations below keep the accumulators live behind tests that never hold.
+# v9's promotion skipped (t0 is a product of positive scales):
+V9_MIN = {"const float t0 = pa0v * pbv, t1 = pa1v * pbv;":
+          "const float t0 = pa0v * pbv, t1 = pa1v * pbv;\n                        if (t0 != -1.0f) return;"}
+# No feed: the producer arrives on each full barrier without loading anything; the consumers run
+# on stale shared memory: the wgmma + barrier pipeline without DRAM, L2 or TMA.
+NO_FEED = {"mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);\n                        tma_load_2d(smem_a":
+           "mbarrier_arrive(bar);\n                        if (kb == 0xFFFFFFFFu) tma_load_2d(smem_a",
+           "tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, b_row);":
+           "if (kb == 0xFFFFFFFFu) tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, b_row);"}
+# The three scale loads per K block replaced by a kernel argument (not a constant: ptxas would then
+# prove the promotion of V9_MIN dead and delete wgmma again).
+NO_SCALES = {"a0 = *pa0; a1 = *pa1; b0 = *pb;\n": "a0 = swiglu_limit; a1 = swiglu_limit; b0 = swiglu_limit;\n"}
+# The tile's epilogue skipped (total stays live).
+NO_EPI = {"if (wg_row_base < row_limit) {             // a warpgroup wholly past M has nothing":
+          "if (wg_row_base < row_limit && total[0] == -1.0f) {"}
 EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
-    "no_promote": ({PROMOTE: ";", **SINGLE}, {}),
+    "no_promote": ({PROMOTE: ";", **SINGLE}, {}),   # no QGMMA left: the TMA feed alone (see above)
     "no_mma": ({**OLD_LOOP, MMA: ";"}, {}),
     "no_mma_no_promote": ({**OLD_LOOP, MMA: ";", PROMOTE: ";"}, {}),
     "fadd": ({**OLD_LOOP, PROMOTE: "total[i] += accum[i];"}, {}),
@@ -94,6 +112,11 @@ EXPERIMENTS = {
     "pairs": ({PAIRS_REGION: PAIRS_NEW}, {}),
     "stages5": ({}, {"stages": 5}),
     "old_loop_no_promote": ({**OLD_LOOP, PROMOTE: ";"}, {}),
+    "v9_min": (V9_MIN, {}),
+    "v9_noscale": (NO_SCALES, {}),
+    "v9_noepi": (NO_EPI, {}),
+    "v9_nofeed": (NO_FEED, {}),
+    "v9_nofeed_min": ({**NO_FEED, **V9_MIN}, {}),
 }
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (2048, 7168, 2048)]
 
