@@ -164,5 +164,14 @@ def test_moe_bound_and_summary():
                       glue_us=-1.0, bound_us=4.0, max_gain=1.25)]
     assert "glue n/a" in moe.format_summary(moe.summarize(neg))
     assert s["wrong"] == ["flash uniform T=4096"]
+    # one grouped GEMM's roofline: weights of the active groups + FP8 rows in + bf16 rows out
+    g = moe.gemm_roofline_us(6, 6, 4096, 4096, bw, peak)
+    assert math.isclose(g, (6 * 4096 * 4096 + 6 * 4096 + 2 * 6 * 4096) / bw * 1e6, rel_tol=1e-12)
+    assert math.isclose(moe.gemm_roofline_us(256, 49152, 4096, 4096, bw, 1e15),     # FLOPs dominate
+                        2.0 * 49152 * 4096 * 4096 / 1e15 * 1e6, rel_tol=1e-12)
+    assert "grouped GEMMs alone" not in moe.format_summary(s)       # not measured: no claim
+    rows[0].l1_frac, rows[0].l2_frac = 0.95, 0.78
+    s = moe.summarize(rows)
+    assert "1 of 2 at >= 0.8 of roofline + 2 us (lowest 0.78)" in moe.format_summary(s)
     text = moe.format_summary(s) + "\n" + moe.format_table(rows)
     assert "flash uniform T=4096" in text and "2600.0" in text
