@@ -9,7 +9,7 @@ using namespace fp8gemm;
 
 // kPromote: 0 none; 1 wait<0> then N/2 FFMA into a running sum (the general kernel before v9);
 // 2 as 1 over half the registers; 3 as 1 with FADD (no scale); 4 two accumulators in turn, the
-// previous group promoted while the next one runs (v9); 5 as 4 with FADD.
+// previous group promoted while the next one runs (v9); 5 as 4 with FADD; 6, 7: below.
 template <int N, int kWgs, int kDepth, int kAccs, bool kRS, int kPromote>
 __global__ void __launch_bounds__(kWgs * 128, 1) wgmma_rate(float* out, int iters, float scale) {
     extern __shared__ __align__(1024) uint8_t smem[];
@@ -89,7 +89,35 @@ __global__ void __launch_bounds__(kWgs * 128, 1) wgmma_rate(float* out, int iter
         }
         wgmma_fence_operands(d);
     };
-    if constexpr (kPromote == 7) {
+    // kPromote 8 / 9: v9 (mode 4) with the previous group's promotion spread between this group's
+    // wgmma issues: 2 slices (after wgmma 2 and 4) or 4 slices (after each wgmma), each a commit.
+    const auto issue_spread = [&](float (&d)[N / 2], float (&prev)[N / 2]) {
+        constexpr int kSlices = kPromote == 8 ? 2 : 4;
+        constexpr int kPer = N / 2 / kSlices;
+        wgmma_fence_operands(d);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            WgmmaFp8<N>::mma(smem_desc_from_lo(lo_a + 2 * k), smem_desc_from_lo(lo_b + 2 * k), d, 1u);
+            if ((k + 1) % (4 / kSlices) == 0) {
+                wgmma_commit_group();
+                const int slice = (k + 1) / (4 / kSlices) - 1;
+#pragma unroll
+                for (int i = slice * kPer; i < (slice + 1) * kPer; ++i) sum[i] += prev[i] * scale;
+            }
+        }
+        wgmma_fence_operands(d);
+    };
+    if constexpr (kPromote == 8 || kPromote == 9) {
+        issue(acc[0]);
+        wgmma_wait<0>();
+        for (int it = 0; it < iters; it += 2) {
+            issue_spread(acc[1], acc[0]);
+            wgmma_wait<0>();
+            issue_spread(acc[0], acc[1]);
+            wgmma_wait<0>();
+        }
+    } else if constexpr (kPromote == 7) {
         issue_f(acc[0], afrag);
         wgmma_wait<0>();
         for (int it = 0; it < iters; it += 2) {
@@ -153,3 +181,5 @@ INST(128, 2, 0, 1, true, 6)
 INST(64, 2, 0, 1, true, 4)
 INST(64, 2, 0, 1, true, 6)
 INST(128, 2, 0, 1, true, 7)
+INST(128, 2, 0, 1, false, 8)
+INST(128, 2, 0, 1, false, 9)
