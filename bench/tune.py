@@ -61,6 +61,11 @@ def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 
             seen.add(c.key())
             out.append(c)
 
+    if desc.m <= sel.GEMV_TOKEN_TILES[-1]:   # decode: the gemv kernel's warps and unroll
+        tile = sel.gemv_candidate(desc).block_n
+        for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
+            add(Candidate(sel.GEMV, tile, unroll, warps, 1, False, sel.GEMV_ROWS))
+
     if desc.k <= sel.SHORT_K_MAX_K:          # short-K tiles, most area first
         for block_m in sel.SHORT_K_BLOCK_MS[::-1]:
             for block_n in sel.SHORT_K_BLOCK_NS[::-1]:
@@ -86,6 +91,8 @@ def label(c: Candidate) -> str:
     """A short name of a candidate for the state file, e.g. short_k 128x64 or general 128x32 s4 g8 k2."""
     if c.variant == sel.SHORT_K:
         return f"short_k {c.block_m}x{c.block_n}"
+    if c.variant == sel.GEMV:
+        return f"gemv {c.block_m}x{c.block_n} w{c.group_m} u{c.stages}"
     return (f"{'swap' if c.swap_ab else 'general'} {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
             f" k{c.splits}")
 

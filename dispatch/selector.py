@@ -302,8 +302,59 @@ def short_k_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
                             f"{tiles} tiles on {num_sms} SMs")
 
 
+# ---- variant: sm90_fp8_gemm_gemv --------------------------------------------------------------
+# Decode, M <= 16: one CTA per 16 weight rows over all of K (warp-level MMA, the K blocks shared by
+# the CTA's warps, reduced in shared memory). Candidate fields: block_n = token tile (8: M <= 8,
+# 16: M <= 16), block_m = 16 weight rows, group_m = warps per CTA, stages = K blocks per warp loaded
+# at once.
+
+GEMV = "sm90_fp8_gemm_gemv"
+GEMV_ROWS = 16
+GEMV_TOKEN_TILES = (8, 16)
+GEMV_WARPS = (4, 8)
+GEMV_UNROLLS = (1, 2, 4)
+
+
+def gemv_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
+    """Static shared memory only (the warps' partial sums): no dynamic bytes."""
+    return 0
+
+
+def gemv_is_valid(desc: GemmDesc, c: Candidate) -> bool:
+    return (c.variant == GEMV and c.block_m == GEMV_ROWS and c.block_n in GEMV_TOKEN_TILES
+            and c.group_m in GEMV_WARPS and c.stages in GEMV_UNROLLS and c.splits == 1 and not c.swap_ab
+            and 1 <= desc.m <= c.block_n and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
+
+
+GEMV_MAX_M = 8                 # the fallback's rule (below); the table may pick it up to 16
+GEMV_MAX_N = 4096
+GEMV_MAX_MN = 16384
+
+
+def gemv_takes(desc: GemmDesc) -> bool:
+    """The fallback's choice of the decode kernel: K > 256, M <= 8, N <= 4096 and M * N <= 16384.
+    NOTES: measured against the dispatcher's swap-AB / short-K picks (tools/exp_gemv.py, H200,
+    session 10): 0.57-0.99x their time at M <= 4 and N <= 4096 with K >= 1024 (no split-K
+    handshake), 0.6-0.98x at M = 8 up to N = 2048; slower at N = 8192 (1.02-1.48x: the TMA swap-AB
+    stream wins when every SM has tiles), at M = 8 with N = 4096 (0.97-1.09x), at K = 256 (the
+    short-K kernel, 1.04-1.2x) and mostly at M = 16."""
+    return (desc.k > SHORT_K_MAX_K and desc.m <= GEMV_MAX_M and desc.n <= GEMV_MAX_N
+            and desc.m * desc.n <= GEMV_MAX_MN)
+
+
+def gemv_candidate(desc: GemmDesc, reason: str = "") -> Candidate:
+    """The narrowest token tile holding M; 4 warps with 2 K blocks each in flight up to K = 2048,
+    8 warps with 1 beyond. NOTES: the tuner's winners on the trace's M <= 16 shapes (session 10):
+    (4, 2) at K = 256 / 1024, (8, 1) at K = 4096."""
+    tile = 8 if desc.m <= 8 else 16
+    warps, unroll = (4, 2) if desc.k <= 2048 else (8, 1)
+    return Candidate(GEMV, tile, unroll, warps, 1, False, GEMV_ROWS,
+                     reason=reason or f"gemv: M={desc.m} <= {tile}, {-(-desc.n // GEMV_ROWS)} CTAs of 16 rows")
+
+
 VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes),
-            SHORT_K: (short_k_is_valid, short_k_smem_bytes)}
+            SHORT_K: (short_k_is_valid, short_k_smem_bytes),
+            GEMV: (gemv_is_valid, gemv_smem_bytes)}
 
 
 def variants() -> tuple:
@@ -360,8 +411,16 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200
 
 
 def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
-    """The shape-based choice: short-K where short_k_takes, else the general kernel (plain or
-    swap-AB). ``force_variant`` picks the variant; SHORT_K needs K <= 256."""
+    """The shape-based choice: the decode kernel where gemv_takes, short-K where short_k_takes,
+    else the general kernel (plain or swap-AB). ``force_variant`` picks the variant; SHORT_K
+    needs K <= 256, GEMV M <= 16."""
+    if force_variant == GEMV:
+        if desc.m > GEMV_TOKEN_TILES[-1]:
+            raise ValueError(f"variant {GEMV} takes M <= {GEMV_TOKEN_TILES[-1]}, not M = {desc.m}")
+        return gemv_candidate(desc)
+    if force_variant is None and gemv_takes(desc):
+        return gemv_candidate(desc, f"fallback: gemv (M={desc.m} <= {GEMV_MAX_M}, N={desc.n} <= {GEMV_MAX_N}, "
+                                    f"K={desc.k} > {SHORT_K_MAX_K}): {-(-desc.n // GEMV_ROWS)} CTAs of 16 rows")
     use_short_k = short_k_takes(desc, num_sms)
     if force_variant == SHORT_K:
         if desc.k > SHORT_K_MAX_K:

@@ -386,4 +386,24 @@ def plan_swiglu(gp: GroupedProblem, cand, act_scale_ptr: int, limit: float) -> S
         return SwiGLUPlan(gp, cand, act_scale_ptr, limit)
 
 
-PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan}
+class GemvPlan(GeneralPlan):
+    """A launch of sm90_fp8_gemm_gemv (decode, M <= 16): one CTA of group_m warps per 16 weight
+    rows, plain loads (no tensor maps: the argument block's maps stay zero), no workspace. The
+    argument block starts as every GEMM kernel's, so ``run`` is shared."""
+
+    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+        esize = OUT_BYTES[p.out_dtype]
+        self.tma_store = False
+        kern = compiler.get_kernel(p.device, cand.variant,
+                                   (cand.block_n // 8, cand.group_m, cand.stages, OUT_TYPE_IDS[p.out_dtype]), 0)
+        self.num_tiles = -(-p.n // cand.block_m)
+        if self.num_tiles > MAX_GRID:
+            raise ValueError(f"N = {p.n} needs {self.num_tiles} CTAs, over the limit {MAX_GRID}")
+        self.splits = 1
+        self._finish(p, kern, self.num_tiles, 32 * cand.group_m, 0, ldc, esize,
+                     gemm_args(tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR, p, ldc) + (
+                         ("u64", p.a_ptr), ("i64", p.lda), ("u64", p.b_ptr), ("i64", p.ldb), ("u32", p.k)))
+
+
+PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan,
+            "sm90_fp8_gemm_gemv": GemvPlan}

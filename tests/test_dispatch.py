@@ -68,6 +68,36 @@ def test_short_k_fallback_rule():
     assert not is_valid(GemmDesc(300, 1536, 272), Candidate(sel.SHORT_K, 128, 2, 1, 1, False, 128))
 
 
+def test_gemv_rules():
+    """The decode kernel: M <= its token tile (8 or 16), 16 weight rows, 4 or 8 warps, no split,
+    no swap; forced, it takes the narrowest tile holding M and refuses M > 16."""
+    g = sel.GEMV
+    ok = Candidate(g, 8, 2, 8, 1, False, 16)
+    assert is_valid(GemmDesc(8, 4096, 4096), ok) and is_valid(GemmDesc(1, 1, 16), ok)
+    assert not is_valid(GemmDesc(9, 4096, 4096), ok)                              # M past the tile
+    assert is_valid(GemmDesc(16, 4096, 4096), Candidate(g, 16, 2, 8, 1, False, 16))
+    assert not is_valid(GemmDesc(8, 4096, 4100), ok)                              # K % 16
+    for bad in (Candidate(g, 32, 2, 8, 1, False, 16), Candidate(g, 8, 3, 8, 1, False, 16),
+                Candidate(g, 8, 2, 2, 1, False, 16), Candidate(g, 8, 2, 8, 2, False, 16),
+                Candidate(g, 8, 2, 8, 1, True, 16), Candidate(g, 8, 2, 8, 1, False, 128)):
+        assert not is_valid(GemmDesc(4, 512, 1024), bad), bad
+    assert sel.smem_bytes(ok) == 0
+    c = select(3, 512, 4096, gpu=NO_TABLE, force_variant=g)
+    assert (c.variant, c.block_n, c.block_m) == (g, 8, 16)
+    assert select(12, 512, 4096, gpu=NO_TABLE, force_variant=g).block_n == 16
+    with pytest.raises(ValueError, match="M <= 16"):
+        select(17, 512, 4096, gpu=NO_TABLE, force_variant=g)
+
+
+def test_gemv_fallback_rule():
+    """K > 256, M <= 8, N <= 4096 and M * N <= 16384 (tools/exp_gemv.py, session 10)."""
+    for m, n, k in ((1, 512, 1024), (1, 4096, 4096), (4, 4096, 1024), (8, 2048, 7168), (8, 1, 16 * 17)):
+        assert select(m, n, k, gpu=NO_TABLE).variant == sel.GEMV, (m, n, k)
+    for m, n, k in ((1, 8192, 4096), (8, 4096, 4096), (9, 512, 1024), (1, 4096, 256), (16, 512, 1024)):
+        assert select(m, n, k, gpu=NO_TABLE).variant != sel.GEMV, (m, n, k)
+    assert select(1, 4096, 4096, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+
+
 def test_split_k_never_exceeds_one_wave():
     for m, n, k in [(1, 512, 4096), (16, 4096, 256), (64, 1536, 1024), (128, 8192, 4096), (300, 512, 7168)]:
         c = select(m, n, k)
@@ -119,8 +149,9 @@ def test_invalid_candidates_rejected():
 def test_explain_names_the_choice():
     s = explain(4096, 4096, 4096)
     assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s
-    assert "swap_ab=True" in explain(1, 4096, 4096)
-    assert "swap-AB" in explain(1, 4096, 4096, gpu=NO_TABLE)        # the fallback says why
+    assert "swap_ab=True" in explain(1, 8192, 4096)
+    assert "swap-AB" in explain(1, 8192, 4096, gpu=NO_TABLE)        # the fallback says why
+    assert "gemv (M=1 <= 8" in explain(1, 4096, 4096, gpu=NO_TABLE)
 
 
 def test_split_k_for_small_m_long_k():
@@ -132,10 +163,13 @@ def test_split_k_for_small_m_long_k():
 
 
 def test_swap_ab_for_few_tokens():
-    """The fallback's rule (no table): swap-AB up to 64 tokens, the plain orientation above."""
+    """The fallback's rule (no table): swap-AB up to 64 tokens (but where the gemv kernel takes
+    the shape), the plain orientation above."""
     for m in (1, 8, 9, 33, 64):
-        c = select(m, 4096, 4096, gpu=NO_TABLE)
+        c = select(m, 8192, 4096, gpu=NO_TABLE)
         assert c.swap_ab and c.block_n in (8, 16, 32, 64)
+    for m in (9, 33, 64):
+        assert select(m, 4096, 4096, gpu=NO_TABLE).swap_ab
     assert not select(65, 4096, 4096, gpu=NO_TABLE).swap_ab
     assert not is_valid(GemmDesc(8, 4096, 4096), Candidate("sm90_fp8_gemm_general", block_n=128, swap_ab=True))
 

@@ -25,7 +25,10 @@ SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
                    "const float*, void*, float*, unsigned, unsigned, float")
 QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
+# The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
+GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
+          "sm90_fp8_gemm_gemv": GEMV_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
 
 
@@ -42,6 +45,8 @@ def _instantiations():
                     store = "true" if tma_store else "false"
                     if c.variant == "sm90_fp8_gemm_short_k":
                         seen.add((c.variant, (c.block_m, c.block_n, -(-k // 128), tid, fine, store)))
+                    elif c.variant == "sm90_fp8_gemm_gemv":
+                        seen.add((c.variant, (c.block_n // 8, c.group_m, c.stages, tid)))
                     else:
                         seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, fine, store,
                                               "true" if c.swap_ab else "false")))
@@ -62,6 +67,10 @@ def _instantiations():
         for store in ("false",) if c.swap_ab else ("true", "false"):
             for fine in fines:
                 seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
+    for tile in (8, 16):                   # the gemv kernel: every (warps, unroll) the tuner tries
+        for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
+            for tid in range(3):
+                seen.add(("sm90_fp8_gemm_gemv", (tile // 8, warps, unroll, tid)))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths

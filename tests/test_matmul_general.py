@@ -101,18 +101,23 @@ def test_nan_poisoned_borders(m, n, k, pad, out_dtype):
     NaN in the result, an out-of-bounds write as a changed border. With pad 20 at N = 300 the
     output's row pitch is 16-byte aligned but its rows (600 B in bf16) do not end on a 16-byte
     boundary: a TMA store there once wrote 4 elements past each row (launcher.tma_store_ok)."""
+    check_poisoned(random_case(m, n, k, seed=5), pad, out_dtype)
+
+
+def check_poisoned(case, pad, out_dtype, config=None):
+    """Run ``case`` with every input and the output inside NaN-filled buffers (the output's row
+    pitch N + ``pad``), check the result and that no write landed outside the output view."""
     import cupy
     import torch
-    case = random_case(m, n, k, seed=5)
+    m, n = case.a.shape[0], case.b.shape[0]
     a, _ = poisoned(case.a, FP8_NAN, pad_cols=32)
     b, _ = poisoned(case.b, FP8_NAN, pad_cols=32)
     sa, _ = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)
     sb, _ = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)
     # The output buffer in torch (bf16 NaN poison is simplest there); inputs stay CuPy.
-    tdt = getattr(torch, out_dtype)
-    buf = torch.full((m + 2, n + pad), float("nan"), dtype=tdt, device="cuda")
+    buf = torch.full((m + 2, n + pad), float("nan"), dtype=getattr(torch, out_dtype), device="cuda")
     view = buf[1:1 + m, 8:8 + n]
-    res = fp8gemm.matmul(a, b, sa, sb, out=view)
+    res = fp8gemm.matmul(a, b, sa, sb, out=view, config=config)
     assert res is view
     check(view, case, out_dtype)
     border = outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)

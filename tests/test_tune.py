@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fp8gemm.bench import tune
-from fp8gemm.dispatch import GemmDesc, is_valid
+from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
 from fp8gemm.dispatch import selector as sel
 
 SHAPES = [(1, 4096, 4096), (64, 7168, 2048), (300, 1536, 256), (4096, 8192, 4096), (2, 24, 272)]
@@ -36,6 +36,15 @@ def test_candidates_include_short_k_tiles_only_for_short_k():
     assert tiles >= {(64, 64), (128, 128), (128, 32)}
     assert any(c.variant == sel.GENERAL for c in short)          # the general kernel competes
     assert not any(c.variant == sel.SHORT_K for c in tune.candidates(GemmDesc(300, 1536, 272)))
+
+
+def test_candidates_include_gemv_only_up_to_16_tokens():
+    for m in (1, 8, 16):
+        gemv = [c for c in tune.candidates(GemmDesc(m, 4096, 4096)) if c.variant == sel.GEMV]
+        assert {(c.group_m, c.stages) for c in gemv} == {(8, 2), (8, 1), (4, 2), (4, 4)}
+        assert all(c.block_n >= m for c in gemv) and all(is_valid(GemmDesc(m, 4096, 4096), c) for c in gemv)
+    assert not any(c.variant == sel.GEMV for c in tune.candidates(GemmDesc(17, 4096, 4096)))
+    assert tune.label(Candidate(sel.GEMV, 8, 2, 8, 1, False, 16)) == "gemv 16x8 w8 u2"
 
 
 def fake_gpu(slow_fallback=1.5, wrong=()):

@@ -13,7 +13,7 @@ import numpy as np
 import fp8gemm
 from fp8gemm import grouped
 from fp8gemm.bench.cli import measure_ceilings
-from fp8gemm.bench.moe import MODELS, TOP_K, fp8_bytes, route
+from fp8gemm.bench.moe import MODELS, fp8_bytes, route
 from fp8gemm.bench.timing import L2Flush, time_calls
 
 _orig = grouped.grouped_candidate

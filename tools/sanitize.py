@@ -1,7 +1,7 @@
 """Correctness run for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every kernel
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only |
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only | --gemv-only |
                                                                                   --grouped-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
@@ -35,6 +35,13 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (70, 100, 112, "float32", Candidate("sm90_fp8_gemm_short_k", 32, 2, 1, block_m=64),
      "short-K, one K block, fine promotion, direct store"),
 ]
+GEMV_CASES = [
+    (3, 17, 4112, "bfloat16", Candidate("sm90_fp8_gemm_gemv", 8, 4, 4, block_m=16),
+     "gemv: N tail inside one CTA, K tail past 4 x 4 blocks in flight"),
+    (16, 300, 1040, "float32", Candidate("sm90_fp8_gemm_gemv", 16, 1, 8, block_m=16),
+     "gemv: two token tiles, fp32, partial last CTA"),
+]
+CASES += GEMV_CASES
 
 
 def quantizer_cases() -> int:
@@ -144,12 +151,20 @@ def main() -> int:
         return moe_case()
     if "--grouped-only" in sys.argv:
         return 1 if grouped_cases() + moe_case() else 0
+    if "--gemv-only" in sys.argv:
+        return 1 if run_cases(GEMV_CASES) else 0
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
     bad += moe_case()
     bad += grouped_cases()
-    for m, n, k, dt, cand, what in CASES:
+    bad += run_cases(CASES)
+    return 1 if bad else 0
+
+
+def run_cases(cases) -> int:
+    bad = 0
+    for m, n, k, dt, cand, what in cases:
         case = random_case(m, n, k, seed=m + n + k)
         out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dt, config=cand)
         cupy.cuda.Device().synchronize()
@@ -157,7 +172,7 @@ def main() -> int:
         ok = err <= TOL[dt]
         bad += not ok
         print(f"{'ok  ' if ok else 'BAD '} M={m} N={n} K={k} {dt:8} err {err:.2e}  {what}", flush=True)
-    return 1 if bad else 0
+    return bad
 
 
 if __name__ == "__main__":
