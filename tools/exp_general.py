@@ -1,18 +1,19 @@
 """Ablations of the general kernel at large M (issue 4): device time (CUPTI, L2 cold, median of
 10) of the kernel as committed and of variants with one stage removed or changed by a source edit,
 to find the limiter. Results are only for timing: the ablated variants compute wrong values.
-Usage: PYTHONPATH=. python tools/exp_general.py [--quick] [--only NAME,NAME...]"""
+Usage: PYTHONPATH=. python tools/exp_general.py [--quick] [--only NAME,NAME...]
+       PYTHONPATH=. python tools/exp_general.py --check-sass [--only ...]   (no GPU: nvcc + cuobjdump)
+--check-sass compiles each experiment's source (128 x 128 tile, 6 stages, bf16, TMA store) and
+counts its QGMMA: an ablation left with none times the TMA feed alone, not the wgmma pipeline
+(bench/NOTES.md session 10: ptxas deletes wgmma whose accumulators nothing reads)."""
+import os
+import re
+import subprocess
 import sys
-
-import torch
+import tempfile
 
 from fp8gemm import compiler, output
 from fp8gemm.dispatch import Candidate, smem_bytes_of
-from fp8gemm.intake import intake
-from fp8gemm.launcher import plan
-from fp8gemm.validate import validate_gemm
-from fp8gemm.bench.timing import L2Flush, time_calls
-from fp8gemm.testing import random_case
 
 GEN = "sm90_fp8_gemm_general"
 PROMOTE = "total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);"
@@ -137,6 +138,43 @@ def patched(edits):
     return flatten
 
 
+# The general kernel's parameter list (tests/test_kernels_compile.py holds the same, for its nvcc runs).
+_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ fp8gemm::TmaDescriptor, "
+           "const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, "
+           "long long, long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*, "
+           "const int*, unsigned, unsigned, long long, float*, float")
+
+
+def check_sass() -> int:
+    """QGMMA count of each experiment's SASS; 1 if an ablation that should run wgmma has none."""
+    targs = (128, 6, 0, 8, "false", "true", "false")
+    expected_empty = {"no_mma", "no_mma_no_promote", "no_promote", "old_loop_no_promote"}
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (edits, over) in EXPERIMENTS.items():
+            if over:                              # other tiles / stages: same loop as base
+                continue
+            src = os.path.join(tmp, "k.cu")
+            with open(src, "w") as f:
+                f.write(patched(edits)(GEN) + f"\ntemplate __global__ void "
+                        f"{compiler.kernel_name(GEN, targs)}({_PARAMS});\n")
+            cubin = os.path.join(tmp, "k.cubin")
+            res = subprocess.run(["nvcc", "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17",
+                                  "-o", cubin, src], capture_output=True, text=True)
+            if res.returncode:
+                print(f"{name:22} does not compile:\n{res.stderr[-2000:]}")
+                bad = 1
+                continue
+            sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
+            count = len(re.findall(r"\bQGMMA\.", sass))
+            note = ""
+            if count == 0:
+                note = "no wgmma left: times the TMA feed alone" + ("" if name in expected_empty else "  <-- UNEXPECTED")
+                bad |= name not in expected_empty
+            print(f"{name:22} QGMMA {count:3d}  {note}", flush=True)
+    return bad
+
+
 def main():
     shapes = SHAPES[:2] if "--quick" in sys.argv else SHAPES
     if "--only" in sys.argv:
@@ -144,6 +182,16 @@ def main():
         for name in list(EXPERIMENTS):
             if name not in keep:
                 del EXPERIMENTS[name]
+    if "--check-sass" in sys.argv:
+        return check_sass()
+    import torch
+
+    from fp8gemm.bench.timing import L2Flush, time_calls
+    from fp8gemm.intake import intake
+    from fp8gemm.launcher import plan
+    from fp8gemm.testing import random_case
+    from fp8gemm.validate import validate_gemm
+
     flush = L2Flush()
     rows = []
     for m, n, k in shapes:
@@ -183,4 +231,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
