@@ -352,9 +352,30 @@ def gemv_candidate(desc: GemmDesc, reason: str = "") -> Candidate:
                      reason=reason or f"gemv: M={desc.m} <= {tile}, {-(-desc.n // GEMV_ROWS)} CTAs of 16 rows")
 
 
+# ---- variant: sm90_fp8_gemm_wg3 (EXPERIMENT, branch wip/wg3) --------------------------------------
+# The general kernel's plain mode with three consumer warpgroups: 192-row tiles, coarse promotion
+# (bf16 / fp16 out), no split, no swap-AB. Not in the fallback or the tuner: forced configs only.
+
+WG3 = "sm90_fp8_gemm_wg3"
+WG3_BLOCK_M = 192
+
+
+def wg3_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
+    staging = general_staging_bytes(c.block_n, out_dtype) * 3 // 2      # three warpgroups' staging
+    return 1024 + c.stages * (WG3_BLOCK_M + c.block_n) * GENERAL_BLOCK_K + staging + 2 * 8 * c.stages
+
+
+def wg3_is_valid(desc: GemmDesc, c: Candidate) -> bool:
+    return (c.variant == WG3 and c.block_m == WG3_BLOCK_M and c.block_n in (32, 64, 128) and c.stages >= 2
+            and c.group_m >= 1 and c.splits == 1 and not c.swap_ab and desc.out_dtype != "float32"
+            and wg3_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
+            and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
+
+
 VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes),
             SHORT_K: (short_k_is_valid, short_k_smem_bytes),
-            GEMV: (gemv_is_valid, gemv_smem_bytes)}
+            GEMV: (gemv_is_valid, gemv_smem_bytes),
+            WG3: (wg3_is_valid, wg3_smem_bytes)}
 
 
 def variants() -> tuple:
@@ -414,6 +435,8 @@ def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str 
     """The shape-based choice: the decode kernel where gemv_takes, short-K where short_k_takes,
     else the general kernel (plain or swap-AB). ``force_variant`` picks the variant; SHORT_K
     needs K <= 256, GEMV M <= 16."""
+    if force_variant == WG3:
+        raise ValueError(f"variant {WG3} is an experiment: pass a config (block_m={WG3_BLOCK_M})")
     if force_variant == GEMV:
         if desc.m > GEMV_TOKEN_TILES[-1]:
             raise ValueError(f"variant {GEMV} takes M <= {GEMV_TOKEN_TILES[-1]}, not M = {desc.m}")

@@ -405,5 +405,23 @@ class GemvPlan(GeneralPlan):
                          ("u64", p.a_ptr), ("i64", p.lda), ("u64", p.b_ptr), ("i64", p.ldb), ("u32", p.k)))
 
 
+class Wg3Plan(GeneralPlan):
+    """EXPERIMENT (branch wip/wg3): sm90_fp8_gemm_wg3, the plain general kernel with three consumer
+    warpgroups (192-row tiles, 512 threads, no split)."""
+
+    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+        esize = OUT_BYTES[p.out_dtype]
+        self.tma_store = tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
+        kern = compiler.get_kernel(p.device, cand.variant,
+                                   (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
+                                    "true" if self.tma_store else "false"), smem_bytes)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_m)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
+        self.num_tiles = -(-p.m // cand.block_m) * -(-p.n // cand.block_n)
+        self.splits = 1
+        self._finish(p, kern, min(self.num_tiles, sm_count(p.device)), 512, smem_bytes, ldc, esize,
+                     gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),))
+
+
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan,
-            "sm90_fp8_gemm_gemv": GemvPlan}
+            "sm90_fp8_gemm_gemv": GemvPlan, "sm90_fp8_gemm_wg3": Wg3Plan}

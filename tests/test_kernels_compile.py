@@ -27,8 +27,10 @@ MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*
 QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
+# The wg3 experiment's: the general kernel's up to K.
+WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0]
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
-          "sm90_fp8_gemm_gemv": GEMV_PARAMS,
+          "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
 
 
@@ -71,6 +73,11 @@ def _instantiations():
         for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
             for tid in range(3):
                 seen.add(("sm90_fp8_gemm_gemv", (tile // 8, warps, unroll, tid)))
+    for block_n, stages in ((128, 4), (128, 3), (64, 6)):     # the wg3 experiment's forced configs
+        for tid in (0, 1):
+            for group_m in (1, 8):
+                for store in ("true", "false"):
+                    seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store)))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths

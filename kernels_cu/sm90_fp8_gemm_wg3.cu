@@ -1,0 +1,197 @@
+// sm90_fp8_gemm_wg3.cu: EXPERIMENT (branch wip/wg3, issue 4) -- the general kernel's plain mode with
+// three consumer warpgroups: 192 x BLOCK_N tiles, so that three wgmma groups (not two) are queued
+// while one warpgroup crosses its per-block gap (wait, barrier arrive, promotion, full-barrier wait,
+// issue), and A + B bytes per FLOP drop by 1/6 against 128 x 128 tiles.
+//
+// Same operands, layouts and result as sm90_fp8_gemm_general.cu (read its header first); plain
+// orientation only: no swap-AB, no grouped mode, no K split, coarse promotion (bf16 / fp16 out).
+// Per K block each consumer warpgroup runs 4 wgmma m64nBLOCK_Nk32 into one accumulator, waits,
+// promotes (v8's lean loop: scales one block ahead, descriptors by 32-bit adds). Registers: 32 for
+// the producer, 160 for each consumer (64 accumulator + 64 sum), 32 * 128 + 160 * 384 = 65536.
+// NOTES: bench/NOTES.md session 10 -- the bare wgmma loop ran 1713-1806 TFLOP/s with three
+// warpgroups promoting after each wait against 1664-1717 for v9's two; not yet run as a kernel.
+#include "common/pipeline.cuh"
+#include "common/types.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/sync.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+#include "epilogue.cuh"
+#include "scheduler.cuh"
+
+namespace fp8gemm {
+
+namespace wg3 {
+constexpr uint32_t kConsumers = 3;
+constexpr uint32_t BLOCK_M = kConsumers * kWgmmaM;           // 192 rows
+constexpr uint32_t BLOCK_K = 128;
+constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kConsumers);
+constexpr uint32_t kProducerRegs = 32;
+constexpr uint32_t kConsumerRegs = 160;
+constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
+static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kConsumers
+                  <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
+enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
+}  // namespace wg3
+
+template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore>
+__global__ void __launch_bounds__(wg3::kNumThreads, 1)
+sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, 192}
+                         const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
+                         const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
+                         const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
+                         const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
+                         void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N, uint32_t K) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace wg3;
+    constexpr OutType kOut = static_cast<OutType>(kOutType);
+    using Mma = WgmmaFp8<BLOCK_N>;
+    static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && kScaleBlock % BLOCK_N == 0, "a tile inside one Bs row");
+    static_assert(kNumStages >= 2, "need at least double buffering");
+
+    using Staging = SwizzledStaging<kOut, BLOCK_N>;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
+    constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;    // 24 KiB
+    constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
+    constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+    constexpr uint32_t SMEM_C = kTmaStore ? kConsumers * Staging::kBytes : 0;
+    constexpr uint32_t SMEM_BYTES = 1024 + SMEM_TILES + SMEM_C + 2 * kNumStages * sizeof(Mbarrier);
+    static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
+    static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
+
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
+    uint8_t* smem_a = smem;
+    uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;
+    uint8_t* smem_c = smem + SMEM_TILES;
+    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);
+    Mbarrier* empty_bar = full_bar + kNumStages;
+
+    const uint32_t warp_idx = warp_idx_uniform();
+    const uint32_t lane_idx = threadIdx.x % 32;
+    const uint32_t warpgroup_idx = warp_idx / 4;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensormap(&tmap_a);
+        prefetch_tensormap(&tmap_b);
+        if constexpr (kTmaStore) prefetch_tensormap(&tmap_c);
+#pragma unroll
+        for (uint32_t s = 0; s < kNumStages; ++s) {
+            mbarrier_init(&full_bar[s], 1);
+            mbarrier_init(&empty_bar[s], kConsumers * 4);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup_idx == 0) {
+        // ================================ producer ================================
+        setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == 0) {
+            const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, 1);
+            PipelineState<kNumStages> pipe;
+            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+                const WorkUnit w = sched.unit(u);
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    Mbarrier* bar = &full_bar[pipe.stage];
+                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+                    // NOTES: a box past M is zero-filled by TMA (slowly, NOTES v12; the general
+                    // kernel moves such boxes up, this experiment does not).
+                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, w.m_block * BLOCK_M);
+                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, w.n_block * BLOCK_N);
+                }
+            }
+        }
+    } else {
+        // ================================ consumers ===============================
+        setmaxnreg_inc<kConsumerRegs>();
+        const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, 1);
+        const uint32_t math_wg = warpgroup_idx - 1;
+        const uint32_t warp_in_wg = warp_idx % 4;
+        const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
+        float accum[Mma::kNumAccum];
+        float total[Mma::kNumAccum];
+        PipelineState<kNumStages> pipe;
+        const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
+        const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+
+        for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+            const WorkUnit w = sched.unit(u);
+            const uint32_t row_base = w.m_block * BLOCK_M;
+            const uint32_t wg_row_base = row_base + math_wg * kWgmmaM;
+            if (wg_row_base >= M) {                    // a warpgroup wholly past M: pass the stages on
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
+                    __syncwarp();
+                    if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+                }
+                continue;
+            }
+            const uint32_t row0 = row_base + row_in_tile, row1 = row0 + 8;
+            const uint32_t col0 = w.n_block * BLOCK_N + 2 * (lane_idx % 4);
+            const float* pa0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m +
+                               static_cast<int64_t>(w.kb_begin) * sa_stride_k;
+            const float* pa1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m +
+                               static_cast<int64_t>(w.kb_begin) * sa_stride_k;
+            const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
+                              static_cast<int64_t>(w.kb_begin) * sb_stride_k;
+            float a0 = *pa0, a1 = *pa1, b0 = *pb;
+#pragma unroll
+            for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
+            // NOTES: unrolled by 2, as the general kernel's lean loop (the prefetched scales land in
+            // alternating registers).
+#pragma unroll 2
+            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                pa0 += step * sa_stride_k;
+                pa1 += step * sa_stride_k;
+                pb += step * sb_stride_k;
+                const float na0 = *pa0, na1 = *pa1, nb0 = *pb;
+                const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
+                mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
+                const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
+                const float s0 = a0 * b0, s1 = a1 * b0;
+                wgmma_fence_operands(accum);
+                wgmma_fence();
+#pragma unroll
+                for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k) {
+                    const uint32_t kstep = (k * kWgmmaKFp8) >> 4;
+                    Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), accum, k > 0 ? 1u : 0u);
+                }
+                wgmma_commit_group();
+                wgmma_wait<0>();
+                wgmma_fence_operands(accum);
+                __syncwarp();
+                if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+#pragma unroll
+                for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
+                a0 = na0;
+                a1 = na1;
+                b0 = nb0;
+            }
+            // ---- epilogue ----
+            if constexpr (kTmaStore) {
+                uint8_t* st = smem_c + math_wg * Staging::kBytes;
+                const bool leader = threadIdx.x % kWarpgroupThreads == 0;
+                if (leader) tma_store_wait_read<0>();
+                named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
+                Staging::write_fragments(st, warp_in_wg, lane_idx, total);
+                fence_proxy_async_shared();
+                named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
+                if (leader) Staging::store(&tmap_c, st, w.n_block * BLOCK_N, wg_row_base);
+            } else {
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
+            }
+        }
+        if constexpr (kTmaStore) {
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();
+        }
+    }
+#else
+    asm volatile("trap;");
+#endif
+}
+
+}  // namespace fp8gemm

@@ -1,0 +1,56 @@
+"""GPU tests of the three-consumer-warpgroup experiment (sm90_fp8_gemm_wg3, branch wip/wg3) forced
+on M, N and K tails (192-row tiles, a warpgroup wholly past M), bf16 and fp16 out, TMA and direct
+stores: against the float64 reference, bit-exact on dyadic inputs, inside NaN-poisoned buffers."""
+import pytest
+
+from generators import random_case
+from test_matmul_general import check, check_bit_exact, check_poisoned
+
+import fp8gemm
+from fp8gemm.dispatch import Candidate
+
+pytestmark = pytest.mark.gpu
+
+V = "sm90_fp8_gemm_wg3"
+# M: inside the first warpgroup, past 2 of 3 warpgroups, one whole tile, a tail tile; N and K tails.
+SHAPES = [(1, 128, 128), (130, 136, 400), (192, 256, 1024), (500, 300, 1040), (4100, 4096, 4096)]
+CONFIGS = [(128, 4, 8), (128, 3, 1), (64, 6, 8)]      # (block_n, stages, raster group)
+
+
+def forced(block_n=128, stages=4, group_m=8):
+    return Candidate(V, block_n, stages, group_m, 1, False, 192)
+
+
+@pytest.mark.parametrize("block_n,stages,group_m", CONFIGS, ids=str)
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_forced_bf16(m, n, k, block_n, stages, group_m):
+    case = random_case(m, n, k, seed=m + n + k)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=forced(block_n, stages, group_m))
+    check(out, case)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_forced_fp16(m, n, k):
+    case = random_case(m, n, k, seed=2 * m + n + k)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float16", config=forced())
+    check(out, case, "float16")
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("m,n,k", [(1, 128, 16), (200, 300, 1040)], ids=str)
+def test_exact_dyadic(m, n, k, out_dtype):
+    case = random_case(m, n, k, seed=17, dyadic=True)
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=forced())
+    check_bit_exact(out, case, out_dtype)
+
+
+@pytest.mark.parametrize("m,n,k,pad", [(1, 1, 16, 24), (200, 300, 1040, 24), (200, 300, 1040, 20),
+                                       (130, 1000, 256, 24)], ids=str)
+def test_nan_poisoned_borders(m, n, k, pad):
+    check_poisoned(random_case(m, n, k, seed=5), pad, "bfloat16", forced())
+
+
+def test_fp32_output_refused():
+    case = random_case(64, 128, 256, seed=1)
+    with pytest.raises(ValueError, match="not valid"):
+        fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=forced())
