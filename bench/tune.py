@@ -72,6 +72,10 @@ def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 
                 if block_n <= max(16, 2 * desc.n):
                     add(Candidate(sel.SHORT_K, block_n, 2, 1, 1, False, block_m))
 
+    if desc.m >= sel.WG3_MIN_M // 4 and desc.out_dtype != "float32":   # three warpgroups: depth, raster
+        for stages, group_m in ((sel.WG3_STAGES, 8), (sel.WG3_STAGES, 1), (4, 8)):
+            add(Candidate(sel.WG3, 128, stages, group_m, 1, False, sel.WG3_BLOCK_M))
+
     for i, (_, swap, block_n, splits) in enumerate(tilings):
         stages = sel._stages(block_n, desc.out_dtype, swap)
         add(Candidate(sel.GENERAL, block_n, stages, 8, splits, swap))
@@ -93,6 +97,8 @@ def label(c: Candidate) -> str:
         return f"short_k {c.block_m}x{c.block_n}"
     if c.variant == sel.GEMV:
         return f"gemv {c.block_m}x{c.block_n} w{c.group_m} u{c.stages}"
+    if c.variant == sel.WG3:
+        return f"wg3 {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
     return (f"{'swap' if c.swap_ab else 'general'} {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
             f" k{c.splits}")
 

@@ -158,11 +158,12 @@ def _group_m(desc: GemmDesc, swap_ab: bool) -> int:
     return 1 if desc.m >= 1024 and (desc.n <= 4096 or desc.k <= 256) else 8
 
 
-def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, allow_wg3: bool = True) -> Candidate:
     """Up to 64 tokens: swap-AB; otherwise the plain orientation. In both, the tiling (block_n,
     splits) of least estimated time (general_cost; ties: the first tried). Then as many
     stages as shared memory holds, at most 6 (independent of K: one instantiation serves all K),
-    and the raster group of _group_m.
+    and the raster group of _group_m. With ``allow_wg3``, from M = WG3_MIN_M on (bf16 / fp16
+    out), the three-warpgroup kernel where its estimate (wg3_cost) is at most the best tiling's.
     """
     k_blocks = -(-desc.k // GENERAL_BLOCK_K)
     if desc.m <= SWAP_MAX_M:
@@ -172,7 +173,12 @@ def general_fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Candidat
                          reason=f"fallback: swap-AB (M={desc.m} <= {SWAP_MAX_M}), token tile {block_n}, "
                                 f"splits={splits} for {tiles} tiles x {k_blocks} K blocks on {num_sms} SMs")
     block_ns = (16,) if desc.n <= 16 else (128, 64, 32, 16)
-    _, block_n, tiles, splits = _best_tiling(desc.m, desc.n, desc.k, block_ns, num_sms)
+    cost, block_n, tiles, splits = _best_tiling(desc.m, desc.n, desc.k, block_ns, num_sms)
+    if allow_wg3 and desc.m >= WG3_MIN_M and desc.out_dtype != "float32":
+        cost3 = wg3_cost(desc.m, desc.n, desc.k, num_sms)
+        if cost3 <= cost:         # ties (HBM-bound at short K): measured faster, its epilogues overlap
+            return wg3_candidate(desc, f"fallback: wg3, 192 x 128 tiles estimated {cost3:.1f} us against "
+                                       f"{cost:.1f} us for the general kernel's 128 x {block_n}")
     stages = _stages(block_n, desc.out_dtype, False)
     return Candidate(GENERAL, block_n, stages, _group_m(desc, False), splits,
                      reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
@@ -352,12 +358,25 @@ def gemv_candidate(desc: GemmDesc, reason: str = "") -> Candidate:
                      reason=reason or f"gemv: M={desc.m} <= {tile}, {-(-desc.n // GEMV_ROWS)} CTAs of 16 rows")
 
 
-# ---- variant: sm90_fp8_gemm_wg3 (EXPERIMENT, branch wip/wg3) --------------------------------------
+# ---- variant: sm90_fp8_gemm_wg3 (v16) ------------------------------------------------------------
 # The general kernel's plain mode with three consumer warpgroups: 192-row tiles, coarse promotion
-# (bf16 / fp16 out), no split, no swap-AB. Not in the fallback or the tuner: forced configs only.
+# (bf16 / fp16 out), no split, no swap-AB. NOTES (bench/NOTES.md, v16): at large M it ran 4-8%
+# faster per tile than the general kernel's 128 x 128 (8192 x 8192 x 4096: 421 vs 457 us), but
+# its taller tiles quantize worse: 4096^3 (5.3 waves of 192-row tiles) ran 4% slower.
 
 WG3 = "sm90_fp8_gemm_wg3"
 WG3_BLOCK_M = 192
+WG3_BLOCK_NS = (64, 128)
+WG3_STAGES = 3               # measured faster than 4 at 5 of 7 large shapes (NOTES, v16)
+WG3_MIN_M = 256              # the fallback's floor (below it one 128-row tile does)
+
+
+def wg3_rate_gain(k: int) -> float:
+    """Its tile rate over the general kernel's 128 x 128, wave quantization aside: 1.05 + 0.5 / K
+    blocks, fitted to the tuner's run of session 11 at M >= 8192 (K = 256: 1.28-1.33, K = 1024:
+    1.13-1.16, K = 4096: 1.07-1.09); short K gains most, where the general kernel's per-tile
+    epilogue and pipeline fill are a larger share and the third warpgroup overlaps them."""
+    return 1.05 + 0.5 / -(-k // GENERAL_BLOCK_K)
 
 
 def wg3_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
@@ -366,10 +385,30 @@ def wg3_smem_bytes(c: Candidate, out_dtype: str = "bfloat16") -> int:
 
 
 def wg3_is_valid(desc: GemmDesc, c: Candidate) -> bool:
-    return (c.variant == WG3 and c.block_m == WG3_BLOCK_M and c.block_n in (32, 64, 128) and c.stages >= 2
+    return (c.variant == WG3 and c.block_m == WG3_BLOCK_M and c.block_n in WG3_BLOCK_NS and c.stages >= 2
             and c.group_m >= 1 and c.splits == 1 and not c.swap_ab and desc.out_dtype != "float32"
             and wg3_smem_bytes(c, desc.out_dtype) <= MAX_SMEM_PER_BLOCK
             and desc.m >= 1 and desc.n >= 1 and desc.k >= 16 and desc.k % 16 == 0)
+
+
+def wg3_cost(m: int, n: int, k: int, num_sms: int) -> float:
+    """general_cost's estimate for 192 x 128 tiles, the tensor-core term sped up by wg3_rate_gain."""
+    k_blocks = -(-k // GENERAL_BLOCK_K)
+    waves = -(-(-(-m // WG3_BLOCK_M) * -(-n // 128)) // num_sms)
+    unique = (m + n) * k + 2 * m * n
+    flops = waves * k_blocks * 2.0 * WG3_BLOCK_M * 128 * GENERAL_BLOCK_K
+    return max(unique / HBM_BYTES_PER_US, flops / SM_FLOPS_PER_US / wg3_rate_gain(k))
+
+
+def wg3_group_m(desc: GemmDesc) -> int:
+    """Raster group 8 where B is large (N * K >= 32 Mi: 8192 x 4096 won by 6-7%), else 1 (won 29
+    of the 38 shapes the tuner gave this kernel in session 11, by up to 10%)."""
+    return 8 if desc.n * desc.k >= 32 << 20 else 1
+
+
+def wg3_candidate(desc: GemmDesc, reason: str = "") -> Candidate:
+    return Candidate(WG3, 128, WG3_STAGES, wg3_group_m(desc), 1, False, WG3_BLOCK_M,
+                     reason=reason or f"wg3: 192 x 128 tiles, {WG3_STAGES} stages")
 
 
 VARIANTS = {GENERAL: (general_is_valid, general_smem_bytes),
@@ -433,10 +472,12 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200
 
 def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
     """The shape-based choice: the decode kernel where gemv_takes, short-K where short_k_takes,
-    else the general kernel (plain or swap-AB). ``force_variant`` picks the variant; SHORT_K
-    needs K <= 256, GEMV M <= 16."""
+    else the general kernel (plain or swap-AB) or, at large M, the three-warpgroup kernel.
+    ``force_variant`` picks the variant; SHORT_K needs K <= 256, GEMV M <= 16, WG3 bf16 / fp16 out."""
     if force_variant == WG3:
-        raise ValueError(f"variant {WG3} is an experiment: pass a config (block_m={WG3_BLOCK_M})")
+        if desc.out_dtype == "float32":
+            raise ValueError(f"variant {WG3} writes bf16 or fp16 only, not {desc.out_dtype}")
+        return wg3_candidate(desc)
     if force_variant == GEMV:
         if desc.m > GEMV_TOKEN_TILES[-1]:
             raise ValueError(f"variant {GEMV} takes M <= {GEMV_TOKEN_TILES[-1]}, not M = {desc.m}")
@@ -451,7 +492,9 @@ def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str 
         use_short_k = True
     elif force_variant == GENERAL:
         use_short_k = False
-    return short_k_fallback(desc, num_sms) if use_short_k else general_fallback(desc, num_sms)
+    if use_short_k:
+        return short_k_fallback(desc, num_sms)
+    return general_fallback(desc, num_sms, allow_wg3=force_variant is None)
 
 
 _printed = set()

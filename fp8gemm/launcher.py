@@ -406,8 +406,8 @@ class GemvPlan(GeneralPlan):
 
 
 class Wg3Plan(GeneralPlan):
-    """EXPERIMENT (branch wip/wg3): sm90_fp8_gemm_wg3, the plain general kernel with three consumer
-    warpgroups (192-row tiles, 512 threads, no split)."""
+    """sm90_fp8_gemm_wg3 (v16), the plain general kernel with three consumer warpgroups (192-row
+    tiles, 512 threads, no split, bf16 / fp16 out)."""
 
     def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
         esize = OUT_BYTES[p.out_dtype]

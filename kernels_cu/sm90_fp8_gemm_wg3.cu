@@ -1,15 +1,14 @@
-// sm90_fp8_gemm_wg3.cu: EXPERIMENT (branch wip/wg3, issue 4) -- the general kernel's plain mode with
-// three consumer warpgroups: 192 x BLOCK_N tiles, so that three wgmma groups (not two) are queued
-// while one warpgroup crosses its per-block gap (wait, barrier arrive, promotion, full-barrier wait,
-// issue), and A + B bytes per FLOP drop by 1/6 against 128 x 128 tiles.
+// sm90_fp8_gemm_wg3.cu (v16): the general kernel's plain mode with three consumer warpgroups:
+// 192 x BLOCK_N tiles, so that three wgmma groups (not two) are queued while one warpgroup crosses
+// its per-block gap (wait, barrier arrive, promotion, full-barrier wait, issue), and A + B bytes
+// per FLOP drop by 1/6 against 128 x 128 tiles.
 //
 // Same operands, layouts and result as sm90_fp8_gemm_general.cu (read its header first); plain
 // orientation only: no swap-AB, no grouped mode, no K split, coarse promotion (bf16 / fp16 out).
 // Per K block each consumer warpgroup runs 4 wgmma m64nBLOCK_Nk32 into one accumulator, waits,
 // promotes (v8's lean loop: scales one block ahead, descriptors by 32-bit adds). Registers: 32 for
 // the producer, 160 for each consumer (64 accumulator + 64 sum), 32 * 128 + 160 * 384 = 65536.
-// NOTES: bench/NOTES.md session 10 -- the bare wgmma loop ran 1713-1806 TFLOP/s with three
-// warpgroups promoting after each wait against 1664-1717 for v9's two; not yet run as a kernel.
+// The dispatcher takes it at large M (dispatch/selector.py, wg3_cost). NOTES: bench/NOTES.md, v16.
 #include "common/pipeline.cuh"
 #include "common/types.cuh"
 #include "ptx/mbarrier.cuh"

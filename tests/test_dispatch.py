@@ -45,7 +45,8 @@ def test_small_n_gets_a_narrow_tile():
 
 def test_short_k_fallback_rule():
     """K <= 256 takes the short-K kernel up to 8 64x64 tiles per SM, M <= 64 included, with
-    64 x 64 tiles narrowed while fewer than 24; more tiles or K > 256 keep the general kernel;
+    64 x 64 tiles narrowed while fewer than 24; more tiles or K > 256 keep the persistent
+    kernels (general, or wg3 at large M);
     forcing short-K on long K fails."""
     c = select(300, 1536, 256, gpu=NO_TABLE)
     assert c.variant == sel.SHORT_K and (c.block_m, c.block_n) == (64, 64)
@@ -53,7 +54,7 @@ def test_short_k_fallback_rule():
     assert (select(1, 512, 256, gpu=NO_TABLE).block_n, select(100, 512, 256, gpu=NO_TABLE).block_n) == (16, 32)
     assert select(100, 8, 128, gpu=NO_TABLE).variant == sel.SHORT_K
     assert select(1024, 4096, 256, gpu=NO_TABLE).variant == sel.SHORT_K       # 1024 tiles <= 8 x 132
-    assert select(1024, 8192, 256, gpu=NO_TABLE).variant == sel.GENERAL       # 2048 tiles
+    assert select(1024, 8192, 256, gpu=NO_TABLE).variant in (sel.GENERAL, sel.WG3)   # 2048 tiles
     assert select(1024, 8192, 256, gpu=NO_TABLE, num_sms=264).variant == sel.SHORT_K
     assert select(300, 1536, 272, gpu=NO_TABLE).variant == sel.GENERAL
     assert select(300, 1536, 256, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
@@ -96,6 +97,29 @@ def test_gemv_fallback_rule():
     for m, n, k in ((1, 8192, 4096), (8, 4096, 4096), (9, 512, 1024), (1, 4096, 256), (16, 512, 1024)):
         assert select(m, n, k, gpu=NO_TABLE).variant != sel.GEMV, (m, n, k)
     assert select(1, 4096, 4096, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+
+
+def test_wg3_rules():
+    """The three-warpgroup kernel: 192-row tiles, block_n 64 or 128, no split, no swap, bf16 /
+    fp16 out; the fallback takes it from M = 1024 where its estimate beats the general kernel's
+    (wave quantization decides: 8192 x 8192 x 4096 yes, 4096^3 no, tools/exp_wg3.py, v16)."""
+    w = sel.WG3
+    ok = Candidate(w, 128, 3, 8, 1, False, 192)
+    assert is_valid(GemmDesc(8192, 8192, 4096), ok) and is_valid(GemmDesc(1, 1, 16, "float16"), ok)
+    assert not is_valid(GemmDesc(8192, 8192, 4096, "float32"), ok)
+    for bad in (Candidate(w, 128, 3, 8, 1, False, 128), Candidate(w, 32, 3, 8, 1, False, 192),
+                Candidate(w, 128, 3, 8, 2, False, 192), Candidate(w, 128, 3, 8, 1, True, 192),
+                Candidate(w, 128, 1, 8, 1, False, 192), Candidate(w, 128, 9, 8, 1, False, 192)):
+        assert not is_valid(GemmDesc(8192, 8192, 4096), bad), bad
+    for m, n, k in ((8192, 8192, 4096), (16384, 8192, 4096), (8192, 1536, 4096), (4096, 576, 7168)):
+        assert select(m, n, k, gpu=NO_TABLE).variant == w, (m, n, k)
+    for m, n, k in ((4096, 4096, 4096), (1024, 8192, 4096), (512, 8192, 4096), (2000, 1000, 1536)):
+        assert select(m, n, k, gpu=NO_TABLE).variant == sel.GENERAL, (m, n, k)
+    assert select(8192, 8192, 4096, "float32", gpu=NO_TABLE).variant == sel.GENERAL
+    assert select(8192, 8192, 4096, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+    assert select(64, 64, 256, gpu=NO_TABLE, force_variant=w).block_m == 192
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        select(64, 64, 256, "float32", gpu=NO_TABLE, force_variant=w)
 
 
 def test_split_k_never_exceeds_one_wave():

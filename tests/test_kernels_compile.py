@@ -27,7 +27,7 @@ MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*
 QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
-# The wg3 experiment's: the general kernel's up to K.
+# The wg3 kernel's: the general kernel's up to K.
 WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0]
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
@@ -49,6 +49,8 @@ def _instantiations():
                         seen.add((c.variant, (c.block_m, c.block_n, -(-k // 128), tid, fine, store)))
                     elif c.variant == "sm90_fp8_gemm_gemv":
                         seen.add((c.variant, (c.block_n // 8, c.group_m, c.stages, tid)))
+                    elif c.variant == "sm90_fp8_gemm_wg3":
+                        seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, store)))
                     else:
                         seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, fine, store,
                                               "true" if c.swap_ab else "false")))
@@ -73,7 +75,7 @@ def _instantiations():
         for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
             for tid in range(3):
                 seen.add(("sm90_fp8_gemm_gemv", (tile // 8, warps, unroll, tid)))
-    for block_n, stages in ((128, 4), (128, 3), (64, 6)):     # the wg3 experiment's forced configs
+    for block_n, stages in ((128, 4), (128, 3), (64, 6)):     # the wg3 kernel: tuner and test configs
         for tid in (0, 1):
             for group_m in (1, 8):
                 for store in ("true", "false"):

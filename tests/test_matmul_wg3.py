@@ -1,4 +1,4 @@
-"""GPU tests of the three-consumer-warpgroup experiment (sm90_fp8_gemm_wg3, branch wip/wg3) forced
+"""GPU tests of the three-consumer-warpgroup kernel (sm90_fp8_gemm_wg3, v16) forced
 on M, N and K tails (192-row tiles, a warpgroup wholly past M), bf16 and fp16 out, TMA and direct
 stores: against the float64 reference, bit-exact on dyadic inputs, inside NaN-poisoned buffers."""
 import pytest
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.gpu
 V = "sm90_fp8_gemm_wg3"
 # M: inside the first warpgroup, past 2 of 3 warpgroups, one whole tile, a tail tile; N and K tails.
 SHAPES = [(1, 128, 128), (130, 136, 400), (192, 256, 1024), (500, 300, 1040), (4100, 4096, 4096)]
-CONFIGS = [(128, 4, 8), (128, 3, 1), (64, 6, 8)]      # (block_n, stages, raster group)
+CONFIGS = [(128, 4, 8), (128, 3, 1), (128, 3, 8), (64, 6, 8)]      # (block_n, stages, raster group)
 
 
-def forced(block_n=128, stages=4, group_m=8):
+def forced(block_n=128, stages=3, group_m=8):
     return Candidate(V, block_n, stages, group_m, 1, False, 192)
 
 
@@ -54,3 +54,12 @@ def test_fp32_output_refused():
     case = random_case(64, 128, 256, seed=1)
     with pytest.raises(ValueError, match="not valid"):
         fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=forced())
+
+
+@pytest.mark.parametrize("m,n,k", [(4100, 576, 7168), (3000, 1000, 1536)], ids=str)
+def test_dispatcher_picks_wg3(m, n, k):
+    """Untuned shapes where the fallback's estimate takes the three-warpgroup kernel."""
+    from fp8gemm.dispatch import select
+    assert select(m, n, k).variant == V, select(m, n, k)
+    case = random_case(m, n, k, seed=m + k)
+    check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)

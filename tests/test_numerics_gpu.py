@@ -30,6 +30,7 @@ VARIANTS = {
     "swap_ab_split_k": Candidate(G, 16, 4, 8, splits=3, swap_ab=True),
     "short_k": Candidate("sm90_fp8_gemm_short_k", 64, 2, 1, block_m=64),
     "gemv": Candidate("sm90_fp8_gemm_gemv", 16, 2, 8, block_m=16),     # M <= 16 only
+    "wg3": Candidate("sm90_fp8_gemm_wg3", 128, 3, 8, block_m=192),     # bf16 / fp16 out only
 }
 SHAPES = [(70, 300, 400), (5, 200, 1040), (70, 300, 240)]   # M, N, K tails; K over several 128-blocks
 

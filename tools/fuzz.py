@@ -8,7 +8,8 @@ an output dtype, row-major or M-major A scales, out= (fp16 / fp32) or not, and s
 relative, so any magnitude must pass. Each case runs through the dispatcher and through every
 variant forced with a random tile: the general kernel and swap-AB, each without and with split-K
 (a random split count of 2..min(16, K blocks)), the short-K kernel where K <= 256 and the decode
-kernel (gemv) where M <= 16. Every failure prints a one-line reproducer; the summary counts
+kernel (gemv) where M <= 16, and the three-warpgroup kernel (wg3) for bf16 / fp16 out. Every failure
+prints a one-line reproducer; the summary counts
 runs per variant; the exit status is the number of failures (at most 255).
 Most cases are capped at --max-elements ((M+N)K + MN); one in 20 at 8x that, for big shapes.
 """
@@ -41,7 +42,7 @@ def draw(rng, max_elements: float):
             return m, n, k
 
 
-VARIANT_NAMES = ("dispatcher", "general", "general_split_k", "swap_ab", "swap_ab_split_k", "short_k", "gemv")
+VARIANT_NAMES = ("dispatcher", "general", "general_split_k", "swap_ab", "swap_ab_split_k", "short_k", "gemv", "wg3")
 GEMV_CONFIGS = ((8, 2), (8, 1), (4, 2), (4, 4))     # (warps, K blocks in flight): the tuner's four
 
 
@@ -69,6 +70,9 @@ def configs(rng, desc):
     c = Candidate("sm90_fp8_gemm_gemv", 8 if desc.m <= 8 else 16, unroll, warps, 1, False, 16)
     if is_valid(desc, c):                     # 1 <= M <= 16
         out.append(("gemv", c))
+    c = Candidate("sm90_fp8_gemm_wg3", int(rng.choice([64, 128])), 3, int(rng.choice([1, 8])), 1, False, 192)
+    if is_valid(desc, c):                     # bf16 / fp16 out
+        out.append(("wg3", c))
     return out
 
 

@@ -1,7 +1,7 @@
 """Correctness run for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every kernel
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only | --gemv-only |
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only | --gemv-only | --wg3-only |
                                                                                   --grouped-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
@@ -41,7 +41,13 @@ GEMV_CASES = [
     (16, 300, 1040, "float32", Candidate("sm90_fp8_gemm_gemv", 16, 1, 8, block_m=16),
      "gemv: two token tiles, fp32, partial last CTA"),
 ]
-CASES += GEMV_CASES
+WG3_CASES = [
+    (200, 300, 1040, "bfloat16", Candidate("sm90_fp8_gemm_wg3", 128, 3, 8, block_m=192),
+     "wg3: a warpgroup wholly past M, TMA store, N/K tails"),
+    (400, 100, 272, "float16", Candidate("sm90_fp8_gemm_wg3", 64, 4, 1, block_m=192),
+     "wg3: two row tiles, direct store (N tail), one partial K block"),
+]
+CASES += GEMV_CASES + WG3_CASES
 
 
 def quantizer_cases() -> int:
@@ -153,6 +159,8 @@ def main() -> int:
         return 1 if grouped_cases() + moe_case() else 0
     if "--gemv-only" in sys.argv:
         return 1 if run_cases(GEMV_CASES) else 0
+    if "--wg3-only" in sys.argv:
+        return 1 if run_cases(WG3_CASES) else 0
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
