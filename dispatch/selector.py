@@ -191,11 +191,19 @@ GROUPED_MAX_GROUPS = 8192
 
 
 def grouped_smem_bytes(c: Candidate, out_dtype: str, num_groups: int) -> int:
-    """The general kernel's shared memory plus the groups' tile prefix (num_groups + 1 words)."""
-    return general_smem_bytes(c, out_dtype) + -(-4 * (num_groups + 1) // 16) * 16
+    """The kernel's shared memory plus the groups' tile prefix (num_groups + 1 words). The
+    three-warpgroup kernel's grouped mode stores directly: no staging."""
+    if c.variant == WG3:
+        base = 1024 + c.stages * (WG3_BLOCK_M + c.block_n) * GENERAL_BLOCK_K + 2 * 8 * c.stages
+    else:
+        base = general_smem_bytes(c, out_dtype)
+    return base + -(-4 * (num_groups + 1) // 16) * 16
 
 
 GROUPED_SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
+# EXPERIMENT (branch wip/wg3-grouped): 192-row tiles of the three-warpgroup kernel for groups of
+# about this many rows (lo, hi]; None: off until measured (tools/exp_moe_prefill.py --wg3).
+GROUPED_WG3_ROWS = None
 
 
 def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
@@ -212,6 +220,13 @@ def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_
     if not 1 <= num_groups <= GROUPED_MAX_GROUPS:
         raise ValueError(f"grouped GEMM takes 1..{GROUPED_MAX_GROUPS} groups; got {num_groups}")
     swap = rows_per_group is not None and rows_per_group <= GROUPED_SWAP_MAX_ROWS
+    if (GROUPED_WG3_ROWS is not None and out_dtype != "float32" and rows_per_group is not None
+            and GROUPED_WG3_ROWS[0] < rows_per_group <= GROUPED_WG3_ROWS[1]):
+        for stages in range(GENERAL_MAX_STAGES, 1, -1):
+            c = Candidate(WG3, 128, stages, 8, 1, False, WG3_BLOCK_M,
+                          reason=f"grouped: 192-row tiles (about {rows_per_group:.3g} rows per group), stages={stages}")
+            if grouped_smem_bytes(c, out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
+                return c
     splits = 1
     if swap:
         block_n = next(b for b in SWAP_BLOCK_NS if b >= rows_per_group)

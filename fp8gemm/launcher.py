@@ -376,8 +376,10 @@ class SwiGLUPlan(GeneralPlan):
 
 
 def plan_grouped(gp: GroupedProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
-                 precise_fp32: bool = True) -> GroupedPlan:
+                 precise_fp32: bool = True) -> GeneralPlan:
     with current_device(gp.gemm.device), driver.relaxed_capture():
+        if cand.variant == "sm90_fp8_gemm_wg3":
+            return Wg3Plan(gp.gemm, cand, smem_bytes, ldc, out_aligned, gp)
         return GroupedPlan(gp, cand, smem_bytes, ldc, out_aligned, precise_fp32)
 
 
@@ -407,20 +409,32 @@ class GemvPlan(GeneralPlan):
 
 class Wg3Plan(GeneralPlan):
     """sm90_fp8_gemm_wg3 (v16), the plain general kernel with three consumer warpgroups (192-row
-    tiles, 512 threads, no split, bf16 / fp16 out)."""
+    tiles, 512 threads, no split, bf16 / fp16 out). With ``gp`` (EXPERIMENT, branch
+    wip/wg3-grouped): its grouped mode, direct stores; the plan holds only bounds, as GroupedPlan."""
 
-    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):
+    def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
+                 gp: GroupedProblem | None = None):
         esize = OUT_BYTES[p.out_dtype]
-        self.tma_store = tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
-        kern = compiler.get_kernel(p.device, cand.variant,
-                                   (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-                                    "true" if self.tma_store else "false"), smem_bytes)
+        grouped = gp is not None
+        g = gp.num_groups if grouped else 1
+        self.tma_store = not grouped and tma_store_ok(p.n, cand.block_n, esize, ldc, out_aligned)
+        args = (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m, "true" if self.tma_store else "false")
+        kern = compiler.get_kernel(p.device, cand.variant, args + (("true",) if grouped else ()),
+                                   MAX_SMEM_PER_BLOCK if grouped else smem_bytes)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, cand.block_m)
-        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, cand.block_n)
-        self.num_tiles = -(-p.m // cand.block_m) * -(-p.n // cand.block_n)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, g * p.n, p.k, p.ldb, cand.block_n)
+        if grouped and gp.group_rows:
+            token_tiles = g * -(-gp.group_rows // cand.block_m)
+        elif grouped:
+            token_tiles = p.m // cand.block_m + min(g, p.m)
+        else:
+            token_tiles = -(-p.m // cand.block_m)
+        self.num_tiles = token_tiles * -(-p.n // cand.block_n)
         self.splits = 1
+        groups = ((("u64", gp.groups_ptr), ("u32", g), ("u32", gp.group_rows), ("i64", gp.sb_stride_g))
+                  if grouped else NO_GROUPS)
         self._finish(p, kern, min(self.num_tiles, sm_count(p.device)), 512, smem_bytes, ldc, esize,
-                     gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),))
+                     gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),) + groups)
 
 
 PLANNERS = {"sm90_fp8_gemm_general": GeneralPlan, "sm90_fp8_gemm_short_k": ShortKPlan,

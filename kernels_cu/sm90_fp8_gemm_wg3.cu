@@ -33,14 +33,17 @@ static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThre
 enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
 }  // namespace wg3
 
-template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore>
+template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore,
+          bool kGrouped = false>
 __global__ void __launch_bounds__(wg3::kNumThreads, 1)
 sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, 192}
                          const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
                          const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
                          const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
                          const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
-                         void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N, uint32_t K) {
+                         void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N, uint32_t K,
+                         const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
+                         int64_t sb_stride_g) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace wg3;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
@@ -50,6 +53,10 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
 
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
+    // Grouped (EXPERIMENT, branch wip/wg3-grouped; MoE prefill at 129-192 rows per group): the
+    // general kernel's grouped mode on 192-row tiles (scheduler.cuh's tile prefix); a tile's 64-row
+    // box may reach into the next group, so it stores directly, masked at its group's end.
+    static_assert(!(kGrouped && kTmaStore), "grouped tiles store directly");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;    // 24 KiB
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
@@ -65,6 +72,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     uint8_t* smem_c = smem + SMEM_TILES;
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);
     Mbarrier* empty_bar = full_bar + kNumStages;
+    uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);   // kGrouped: [G + 1]
 
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
@@ -81,31 +89,46 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         }
         fence_mbarrier_init();
     }
+    if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     __syncthreads();
+    const auto make_scheduler = [&]() {
+        const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
+        return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(token_extent, N, K, 1);
+    };
+    // A unit's first row, where its stores stop (its group's end, or M), and its group.
+    const auto tile_rows = [&](const WorkUnit& w) {
+        if constexpr (kGrouped) {
+            return locate_group_tile(w.m_block, groups, tile_prefix, num_groups, group_rows, M, BLOCK_M);
+        } else {
+            return TileRows{w.m_block * BLOCK_M, M, 0u};
+        }
+    };
 
     if (warpgroup_idx == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0) {
-            const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, 1);
+            const auto sched = make_scheduler();
             PipelineState<kNumStages> pipe;
             for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
                 const WorkUnit w = sched.unit(u);
+                const TileRows t = tile_rows(w);
+                const uint32_t b_row = t.group * N + w.n_block * BLOCK_N;
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                     mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
                     mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
                     // NOTES: a box past M is zero-filled by TMA (slowly, NOTES v12; the general
                     // kernel moves such boxes up, this experiment does not).
-                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, w.m_block * BLOCK_M);
-                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, w.n_block * BLOCK_N);
+                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, t.row_base);
+                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, b_row);
                 }
             }
         }
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
-        const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> sched(M, N, K, 1);
+        const auto sched = make_scheduler();
         const uint32_t math_wg = warpgroup_idx - 1;
         const uint32_t warp_in_wg = warp_idx % 4;
         const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
@@ -117,9 +140,15 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
 
         for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
             const WorkUnit w = sched.unit(u);
-            const uint32_t row_base = w.m_block * BLOCK_M;
+            const TileRows t = tile_rows(w);
+            const uint32_t row_base = t.row_base;
+            const uint32_t row_limit = min(t.row_end, M);
             const uint32_t wg_row_base = row_base + math_wg * kWgmmaM;
-            if (wg_row_base >= M) {                    // a warpgroup wholly past M: pass the stages on
+            // NOTES: grouped, only in a group of one tile: a group's last tile that skipped ran out
+            // of step with its siblings, which then read the weights from DRAM again (the general
+            // kernel's rule; branch wip/skip-all measured it again in session 11).
+            const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
+            if (wg_row_base >= row_limit && lone_tile) {   // a warpgroup wholly past its rows: pass the stages on
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                     mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
                     __syncwarp();
@@ -129,18 +158,18 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             }
             const uint32_t row0 = row_base + row_in_tile, row1 = row0 + 8;
             const uint32_t col0 = w.n_block * BLOCK_N + 2 * (lane_idx % 4);
-            const float* pa0 = a_scale + static_cast<int64_t>(min(row0, M - 1)) * sa_stride_m +
+            const float* pa0 = a_scale + static_cast<int64_t>(min(row0, row_limit - 1)) * sa_stride_m +
                                static_cast<int64_t>(w.kb_begin) * sa_stride_k;
-            const float* pa1 = a_scale + static_cast<int64_t>(min(row1, M - 1)) * sa_stride_m +
+            const float* pa1 = a_scale + static_cast<int64_t>(min(row1, row_limit - 1)) * sa_stride_m +
                                static_cast<int64_t>(w.kb_begin) * sa_stride_k;
             const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
-                              static_cast<int64_t>(w.kb_begin) * sb_stride_k;
+                              static_cast<int64_t>(w.kb_begin) * sb_stride_k + static_cast<int64_t>(t.group) * sb_stride_g;
             float a0 = *pa0, a1 = *pa1, b0 = *pb;
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
             // NOTES: unrolled by 2, as the general kernel's lean loop (the prefetched scales land in
             // alternating registers).
-#pragma unroll 2
+#pragma unroll (kGrouped ? 1 : 2)
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
                 pa0 += step * sa_stride_k;
@@ -181,7 +210,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                 named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
                 if (leader) Staging::store(&tmap_c, st, w.n_block * BLOCK_N, wg_row_base);
             } else {
-                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, M, N, row0, col0);
+                store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, row_limit, N, row0, col0);
             }
         }
         if constexpr (kTmaStore) {

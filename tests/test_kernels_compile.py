@@ -28,7 +28,7 @@ QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsign
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 # The wg3 kernel's: the general kernel's up to K.
-WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0]
+WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
@@ -80,6 +80,8 @@ def _instantiations():
             for group_m in (1, 8):
                 for store in ("true", "false"):
                     seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store)))
+                    if store == "false" and block_n == 128:               # grouped (wip/wg3-grouped)
+                        seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store, "true")))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths

@@ -63,3 +63,68 @@ def test_dispatcher_picks_wg3(m, n, k):
     assert select(m, n, k).variant == V, select(m, n, k)
     case = random_case(m, n, k, seed=m + k)
     check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
+
+
+# ---- grouped mode (EXPERIMENT, branch wip/wg3-grouped; the selector's switch forced on) ---------
+
+@pytest.fixture
+def wg3_grouped(monkeypatch):
+    from fp8gemm import grouped
+    from fp8gemm.dispatch import selector
+    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
+    grouped._plans.clear()
+    yield
+    grouped._plans.clear()
+
+
+GROUP_SIZES = [0, 1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 300, 385, 0]
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("n,k", [(256, 512), (300, 400), (40, 256)], ids=str)
+def test_grouped_contiguous(wg3_grouped, n, k, out_dtype):
+    from test_grouped_gpu import check_rows, contiguous_case, reference_contiguous
+
+    from fp8gemm.dispatch import selector
+    from generators import to_cupy_f64
+    a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, n, k, seed=n + k)
+    assert selector.grouped_candidate(n, k, out_dtype, len(GROUP_SIZES), 150.0).variant == V
+    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
+    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
+
+
+def test_grouped_equals_general_grouped(monkeypatch):
+    """Bit for bit the general kernel's grouped mode (same per-block FP32 promotions, same order)."""
+    from test_grouped_gpu import contiguous_case
+
+    from fp8gemm import grouped
+    from fp8gemm.dispatch import selector
+    a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, 512, 2048, seed=3)
+    grouped._plans.clear()
+    ref = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
+    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
+    grouped._plans.clear()
+    got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
+    grouped._plans.clear()
+    p = int(offsets[-1])
+    assert bool((got[:p].view("uint16") == ref[:p].view("uint16")).all()), "differs from the general kernel"
+
+
+def test_grouped_masked_poisoned(wg3_grouped):
+    import cupy
+    from test_grouped_gpu import check_rows, masked_case
+
+    from fp8gemm import moe_reference
+    counts, max_rows, n, k = [0, 1, 64, 130, 192, 200, 7], 200, 300, 400
+    a, sa, b, sb = masked_case(counts, max_rows, n, k, seed=n)
+    out = cupy.full((len(counts), max_rows, n), cupy.nan, dtype=cupy.float16)
+    res = fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(counts, dtype=cupy.int32), out=out,
+                                        expected_rows=sum(counts))
+    assert res is out
+    got = out.astype(cupy.float64)
+    want = cupy.asarray(moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), counts))
+    valid = cupy.zeros(got.shape[:2], dtype=bool)
+    for e, c in enumerate(counts):
+        valid[e, :c] = True
+    check_rows(got[valid], want[valid], "float16")
+    assert bool(cupy.isnan(got[~valid]).all()), "a padding row was written"

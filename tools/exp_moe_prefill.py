@@ -3,8 +3,12 @@ DeepSeek-V4 L1 shapes with every expert given the same row count -- 128 (one ful
 129 (a second tile holding one row), 192 (Flash's mean at 8192 tokens), 256 (two full tiles) --
 and with the bench's uniform routing of 8192 tokens. Prints device time (CUPTI, L2 flushed before
 each call, median of 5), useful TFLOP/s, the HBM floor of the weights read once, and the compute
-floor of the useful FLOPs at the FP8 dense ceiling measured in the run.
+floor of the useful FLOPs at the FP8 dense ceiling measured in the run. With --wg3 (branch
+wip/wg3-grouped) each case also runs on the three-warpgroup kernel's grouped mode (192-row tiles,
+selector.GROUPED_WG3_ROWS forced on), and the outputs are compared bit for bit.
 Usage: PYTHONPATH=. python tools/exp_moe_prefill.py"""
+import sys
+
 import cupy
 import numpy as np
 
@@ -28,28 +32,41 @@ def main():
         rng = np.random.default_rng(7)
         ids = route(rng, 8192, experts, "uniform")
         routed = np.bincount(ids.reshape(-1), minlength=experts)
-        cases = {f"{r} rows each": np.full(experts, r) for r in (128, 129, 192, 256)}
+        cases = {f"{r} rows each": np.full(experts, r) for r in (128, 129, 160, 192, 256)}
         cases["uniform 8192 tokens"] = routed
-        fns, info = {}, {}
+        fns, info, outs = {}, {}, {}
+        from fp8gemm.dispatch import selector
+        kinds = ("general", "wg3") if "--wg3" in sys.argv else ("general",)
         for label, counts in cases.items():
             rows = int(counts.sum())
             a = fp8_bytes((rows, k), grng)
             sa = cupy.full((rows, k // 128), 1.0 / 64, dtype=cupy.float32)
             offsets = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-            out = cupy.empty((rows, n), dtype=cupy.float16)
-            fns[label] = (lambda a=a, sa=sa, o=offsets, out=out, w=w, s=s: fp8gemm.grouped_matmul_contiguous(a, w, sa, s, o, out=out))
-            fns[label]()
+            for kind in kinds:
+                selector.GROUPED_WG3_ROWS = (0, 1 << 30) if kind == "wg3" else None
+                out = cupy.empty((rows, n), dtype=cupy.float16)
+                key = f"{label} {kind}"
+                fns[key] = (lambda a=a, sa=sa, o=offsets, out=out, w=w, s=s:
+                            fp8gemm.grouped_matmul_contiguous(a, w, sa, s, o, out=out))
+                fns[key]()
+                outs[key] = out
+                info[key] = label
+            selector.GROUPED_WG3_ROWS = None
             flops = 2.0 * rows * n * k
             tiles = int(np.sum(-(-counts // 128)))
-            info[label] = (flops, tiles, int(counts.max()))
+            for key in [k2 for k2, v in info.items() if v == label]:
+                info[key] = (flops, tiles, int(counts.max()))
         cupy.cuda.Device().synchronize()
         us = time_calls(fns, flush, 5)
         hbm = experts * n * k / bw * 1e6
         for label, t in us.items():
             flops, tiles, mx = info[label]
-            print(f"{name:8} {label:22} {t:9.1f} us  useful {flops / t / 1e6:6.0f} TFLOP/s  128-row tiles/expert "
+            same = ""
+            if label.endswith(" wg3"):
+                same = " bitwise=" + str(bool((outs[label].view(cupy.uint16) == outs[label[:-4] + " general"].view(cupy.uint16)).all()))
+            print(f"{name:8} {label:30} {t:9.1f} us  useful {flops / t / 1e6:6.0f} TFLOP/s  128-row tiles/expert "
                   f"{tiles / experts:.2f} (max rows {mx})  floors: weights once {hbm:7.1f} us, compute "
-                  f"{flops / peak * 1e6:7.1f} us", flush=True)
+                  f"{flops / peak * 1e6:7.1f} us{same}", flush=True)
         del w
 
 
