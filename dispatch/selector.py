@@ -201,27 +201,32 @@ def grouped_smem_bytes(c: Candidate, out_dtype: str, num_groups: int) -> int:
 
 
 GROUPED_SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
-# EXPERIMENT (branch wip/wg3-grouped): 192-row tiles of the three-warpgroup kernel for groups of
-# about this many rows (lo, hi]; None: off until measured (tools/exp_moe_prefill.py --wg3).
-GROUPED_WG3_ROWS = None
+# 192-row tiles of the three-warpgroup kernel where the rows-per-group estimate lies in (lo, hi]
+# (the estimate is twice the mean, grouped._group_estimate: a mean of 120-165 rows). NOTES (session
+# 11, tools/exp_moe_prefill.py --wg3): 1.07-1.34x at 129-192 rows per expert, 0.61-0.88x at 128
+# and 256; Pro L1 at 8192 tokens (mean 128) 1.08x, Flash (mean 192) 0.88x. None: off.
+GROUPED_WG3_ROWS = (240.0, 330.0)
 
 
 def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
-                      active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
+                      active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS,
+                      precise_fp32: bool = True) -> Candidate:
     """The tile of a grouped GEMM over ``num_groups`` weight matrices [N, K].
 
     ``rows_per_group``: about how many rows a non-empty group holds (the counts stay on the GPU,
     so this is an estimate; None: unknown, many). Up to 32 (decode): swap-AB, the group's weight
     rows on wgmma's 128-row side and its tokens on an 8/16/32-wide token tile, so no MMA row is
     wasted and the weights stream once; then K splits when the tiles of ``active_groups`` would
-    leave over half the SMs idle (the plain kernel's rule). Otherwise
-    128-row token tiles and block_n 128 (the smallest tile holding N below that). Stages: as many
-    as shared memory holds beside the tile prefix."""
+    leave over half the SMs idle (the plain kernel's rule). In GROUPED_WG3_ROWS: the
+    three-warpgroup kernel's 192-row tiles (bf16 / fp16 out, or fp32 when not ``precise_fp32``).
+    Otherwise 128-row token tiles and block_n 128 (the smallest tile holding N below that).
+    Stages: as many as shared memory holds beside the tile prefix."""
     if not 1 <= num_groups <= GROUPED_MAX_GROUPS:
         raise ValueError(f"grouped GEMM takes 1..{GROUPED_MAX_GROUPS} groups; got {num_groups}")
     swap = rows_per_group is not None and rows_per_group <= GROUPED_SWAP_MAX_ROWS
-    if (GROUPED_WG3_ROWS is not None and out_dtype != "float32" and rows_per_group is not None
-            and GROUPED_WG3_ROWS[0] < rows_per_group <= GROUPED_WG3_ROWS[1]):
+    # The three-warpgroup kernel promotes per 128-wide K block only: fp32 out when not precise.
+    if (GROUPED_WG3_ROWS is not None and (out_dtype != "float32" or not precise_fp32)
+            and rows_per_group is not None and GROUPED_WG3_ROWS[0] < rows_per_group <= GROUPED_WG3_ROWS[1]):
         for stages in range(GENERAL_MAX_STAGES, 1, -1):
             c = Candidate(WG3, 128, stages, 8, 1, False, WG3_BLOCK_M,
                           reason=f"grouped: 192-row tiles (about {rows_per_group:.3g} rows per group), stages={stages}")

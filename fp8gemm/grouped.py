@@ -154,7 +154,8 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
     runner = None
     if p.m > 0:
         per_group, active = _group_estimate(gp, expected_rows)
-        cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device))
+        cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
+                                 bool(precise_fp32))
         runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned,
                               bool(precise_fp32))
     if key is not None:

@@ -409,8 +409,9 @@ class GemvPlan(GeneralPlan):
 
 class Wg3Plan(GeneralPlan):
     """sm90_fp8_gemm_wg3 (v16), the plain general kernel with three consumer warpgroups (192-row
-    tiles, 512 threads, no split, bf16 / fp16 out). With ``gp`` (EXPERIMENT, branch
-    wip/wg3-grouped): its grouped mode, direct stores; the plan holds only bounds, as GroupedPlan."""
+    tiles, 512 threads, no split, bf16 / fp16 out). With ``gp``: its grouped mode (MoE prefill at
+    129-192 rows per group; fp32 out with per-block promotion when the caller allows it), direct
+    stores; the plan holds only bounds, as GroupedPlan."""
 
     def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool,
                  gp: GroupedProblem | None = None):

@@ -53,7 +53,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
 
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
-    // Grouped (EXPERIMENT, branch wip/wg3-grouped; MoE prefill at 129-192 rows per group): the
+    // Grouped (kGrouped; MoE prefill at 129-192 rows per group, selector.GROUPED_WG3_ROWS): the
     // general kernel's grouped mode on 192-row tiles (scheduler.cuh's tile prefix); a tile's 64-row
     // box may reach into the next group, so it stores directly, masked at its group's end.
     static_assert(!(kGrouped && kTmaStore), "grouped tiles store directly");

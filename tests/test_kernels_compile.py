@@ -71,6 +71,9 @@ def _instantiations():
         for store in ("false",) if c.swap_ab else ("true", "false"):
             for fine in fines:
                 seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
+    for dt, groups in (("bfloat16", 384), ("float32", 256), ("float16", 8192)):   # grouped wg3, as grouped.py
+        c = grouped_candidate(4096, 4096, dt, groups, 256.0, 6, precise_fp32=False)
+        seen.add(("sm90_fp8_gemm_wg3", (c.block_n, c.stages, OUT_TYPE_IDS[dt], c.group_m, "false", "true")))
     for tile in (8, 16):                   # the gemv kernel: every (warps, unroll) the tuner tries
         for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
             for tid in range(3):

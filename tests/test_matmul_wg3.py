@@ -65,7 +65,7 @@ def test_dispatcher_picks_wg3(m, n, k):
     check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
 
 
-# ---- grouped mode (EXPERIMENT, branch wip/wg3-grouped; the selector's switch forced on) ---------
+# ---- grouped mode (branch wip/wg3-grouped; the selector's window forced open) --------------------
 
 @pytest.fixture
 def wg3_grouped(monkeypatch):
@@ -100,6 +100,7 @@ def test_grouped_equals_general_grouped(monkeypatch):
     from fp8gemm import grouped
     from fp8gemm.dispatch import selector
     a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, 512, 2048, seed=3)
+    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", None)
     grouped._plans.clear()
     ref = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
     monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))

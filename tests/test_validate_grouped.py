@@ -148,3 +148,19 @@ def test_layer_rules_reject(over, exc, msg):
     from fp8gemm.moe_layer import _check
     with pytest.raises(exc, match=msg):
         _check(**layer_args(**over))
+
+
+def test_grouped_three_warpgroup_window():
+    """192-row tiles where the rows estimate (twice the mean) lies in GROUPED_WG3_ROWS (a mean of
+    120-165 rows: tools/exp_moe_prefill.py --wg3, session 11); fp32 only when not precise."""
+    from fp8gemm.dispatch import selector
+    lo, hi = selector.GROUPED_WG3_ROWS
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, active_groups=384).variant == selector.WG3
+    for rows in (lo, hi + 1, 100.0, 400.0):
+        assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=rows).variant == selector.GENERAL, rows
+    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0).variant == selector.GENERAL
+    c = grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0, precise_fp32=False)
+    assert c.variant == selector.WG3 and c.block_m == 192 and not c.swap_ab
+    assert selector.grouped_smem_bytes(c, "float32", 256) <= selector.MAX_SMEM_PER_BLOCK
+    big = grouped_candidate(4096, 4096, "bfloat16", 8192, rows_per_group=256.0)
+    assert big.variant == selector.WG3 and selector.grouped_smem_bytes(big, "bfloat16", 8192) <= selector.MAX_SMEM_PER_BLOCK
