@@ -83,41 +83,62 @@ GROUPED = [   # (layout, group sizes, max_rows (masked), N, K, out dtype, what i
     ("masked", [1, 0, 3, 8, 0, 2], 8, 300, 2064, "float32", "grouped masked swap-AB, K splits"),
     ("masked", [0, 64, 130, 7], 200, 256, 512, "float32", "grouped masked, 128-row tiles"),
 ]
+# The three-warpgroup kernel's grouped mode (selector.GROUPED_WG3_ROWS forced open): 192-row tiles.
+GROUPED_WG3 = [
+    ("contiguous", [0, 1, 129, 192, 200, 7], None, 300, 400, "bfloat16", "grouped wg3, a group's end in every 64-row slab"),
+    ("masked", [0, 64, 130, 7, 193], 200, 256, 512, "float16", "grouped wg3 masked, a second tile past 192 rows"),
+]
 
 
-def grouped_cases() -> int:
-    """The grouped GEMM in both layouts and both orientations, against moe_reference."""
+def grouped_cases(cases=GROUPED, wg3: bool = False) -> int:
+    """The grouped GEMM in both layouts and both orientations, against moe_reference; ``wg3``:
+    on the three-warpgroup kernel's grouped mode."""
     import numpy as np
 
-    from fp8gemm import moe_reference
+    from fp8gemm import grouped, moe_reference
+    from fp8gemm.dispatch import selector
     bad = 0
-    for layout, sizes, max_rows, n, k, dt, what in GROUPED:
-        g = len(sizes)
-        rows = sum(sizes) if layout == "contiguous" else g * max_rows
-        act = random_case(rows, 8, k, seed=rows + k)
-        ws = [random_case(1, n, k, seed=n + e) for e in range(g)]
-        b, sb = cupy.stack([w.b for w in ws]), cupy.stack([w.b_scale for w in ws])
-        if layout == "contiguous":
-            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-            out = fp8gemm.grouped_matmul_contiguous(act.a, b, act.a_scale, sb, cupy.asarray(offsets), out_dtype=dt)
-            want = moe_reference.grouped_matmul_contiguous(act.a.get(), act.a_scale.get(), b.get(), sb.get(), offsets)
-            got = as_float64(out)
-        else:
-            a = act.a.reshape(g, max_rows, k)
-            sa = act.a_scale.reshape(g, max_rows, -1)
-            # Rows past the counts are never written: start from zeros (initcheck reads all of out).
-            out = cupy.zeros((g, max_rows, n), dtype=cupy.float32)
-            fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(sizes, dtype=cupy.int32), out=out)
-            want = moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), sizes)
-            got = as_float64(out)
-            keep = cupy.asarray(np.arange(max_rows)[None, :] < np.asarray(sizes)[:, None])
-            got, want = got[keep], cupy.asarray(want)[keep]
-        cupy.cuda.Device().synchronize()
-        err = reference.rel_fro_error(got, cupy.asarray(want))
-        ok = err <= TOL[dt]
-        bad += not ok
-        print(f"{'ok  ' if ok else 'BAD '} {layout} groups={sizes} N={n} K={k} {dt:8} err {err:.2e}  {what}", flush=True)
+    window = selector.GROUPED_WG3_ROWS
+    if wg3:
+        selector.GROUPED_WG3_ROWS = (0, 1 << 30)
+        grouped._plans.clear()
+    try:
+        for case in cases:
+            bad += _grouped_case(*case, np=np, moe_reference=moe_reference, hint=wg3)
+    finally:
+        selector.GROUPED_WG3_ROWS = window
+        grouped._plans.clear()
     return bad
+
+
+def _grouped_case(layout, sizes, max_rows, n, k, dt, what, np, moe_reference, hint: bool) -> int:
+    """One grouped case; ``hint``: pass the masked layout's rows estimate (the wg3 window needs one)."""
+    g = len(sizes)
+    rows = sum(sizes) if layout == "contiguous" else g * max_rows
+    act = random_case(rows, 8, k, seed=rows + k)
+    ws = [random_case(1, n, k, seed=n + e) for e in range(g)]
+    b, sb = cupy.stack([w.b for w in ws]), cupy.stack([w.b_scale for w in ws])
+    if layout == "contiguous":
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        out = fp8gemm.grouped_matmul_contiguous(act.a, b, act.a_scale, sb, cupy.asarray(offsets), out_dtype=dt)
+        want = moe_reference.grouped_matmul_contiguous(act.a.get(), act.a_scale.get(), b.get(), sb.get(), offsets)
+        got = as_float64(out)
+    else:
+        a = act.a.reshape(g, max_rows, k)
+        sa = act.a_scale.reshape(g, max_rows, -1)
+        # Rows past the counts are never written: start from zeros (initcheck reads all of out).
+        out = cupy.zeros((g, max_rows, n), dtype=dt)
+        fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(sizes, dtype=cupy.int32), out=out,
+                                      expected_rows=sum(sizes) if hint else None)
+        want = moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), sizes)
+        got = as_float64(out)
+        keep = cupy.asarray(np.arange(max_rows)[None, :] < np.asarray(sizes)[:, None])
+        got, want = got[keep], cupy.asarray(want)[keep]
+    cupy.cuda.Device().synchronize()
+    err = reference.rel_fro_error(got, cupy.asarray(want))
+    ok = err <= TOL[dt]
+    print(f"{'ok  ' if ok else 'BAD '} {layout} groups={sizes} N={n} K={k} {dt:8} err {err:.2e}  {what}", flush=True)
+    return int(not ok)
 
 
 def moe_case() -> int:
@@ -160,12 +181,13 @@ def main() -> int:
     if "--gemv-only" in sys.argv:
         return 1 if run_cases(GEMV_CASES) else 0
     if "--wg3-only" in sys.argv:
-        return 1 if run_cases(WG3_CASES) else 0
+        return 1 if run_cases(WG3_CASES) + grouped_cases(GROUPED_WG3, wg3=True) else 0
     bad = quantizer_cases()
     if "--quantizer-only" in sys.argv:
         return 1 if bad else 0
     bad += moe_case()
     bad += grouped_cases()
+    bad += grouped_cases(GROUPED_WG3, wg3=True)
     bad += run_cases(CASES)
     return 1 if bad else 0
 
