@@ -83,7 +83,7 @@ def _instantiations():
             for group_m in (1, 8):
                 for store in ("true", "false"):
                     seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store)))
-                    if store == "false" and block_n == 128:               # grouped (wip/wg3-grouped)
+                    if store == "false" and block_n == 128:               # grouped (direct stores)
                         seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store, "true")))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))

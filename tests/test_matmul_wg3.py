@@ -65,7 +65,7 @@ def test_dispatcher_picks_wg3(m, n, k):
     check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
 
 
-# ---- grouped mode (branch wip/wg3-grouped; the selector's window forced open) --------------------
+# ---- grouped mode (the selector's window forced open) ---------------------------------------------
 
 @pytest.fixture
 def wg3_grouped(monkeypatch):

@@ -3,9 +3,9 @@ DeepSeek-V4 L1 shapes with every expert given the same row count -- 128 (one ful
 129 (a second tile holding one row), 192 (Flash's mean at 8192 tokens), 256 (two full tiles) --
 and with the bench's uniform routing of 8192 tokens. Prints device time (CUPTI, L2 flushed before
 each call, median of 5), useful TFLOP/s, the HBM floor of the weights read once, and the compute
-floor of the useful FLOPs at the FP8 dense ceiling measured in the run. With --wg3 (branch
-wip/wg3-grouped) each case also runs on the three-warpgroup kernel's grouped mode (192-row tiles,
-selector.GROUPED_WG3_ROWS forced on), and the outputs are compared bit for bit.
+floor of the useful FLOPs at the FP8 dense ceiling measured in the run. With --wg3 each case
+also runs on the three-warpgroup kernel's grouped mode (192-row tiles, selector.GROUPED_WG3_ROWS
+forced on), and the outputs are compared bit for bit.
 Usage: PYTHONPATH=. python tools/exp_moe_prefill.py"""
 import sys
 
