@@ -206,11 +206,17 @@ GROUPED_SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 o
 # 11, tools/exp_moe_prefill.py --wg3): 1.07-1.34x at 129-192 rows per expert, 0.61-0.88x at 128
 # and 256; Pro L1 at 8192 tokens (mean 128) 1.08x, Flash (mean 192) 0.88x. None: off.
 GROUPED_WG3_ROWS = (240.0, 330.0)
+# fp8gemm.moe: where the rows estimate lies in (lo, hi] (a mean of 100-225 rows per expert), both
+# grouped kernels are launched for each GEMM and the routing kernel picks one from the real counts
+# (moe_glue.cu, choice_costs); the other sees every group empty. NOTES session 12: the window
+# alone cannot tell uniform routing (Pro at 8192 tokens 1.08x on 192-row tiles) from skewed routing
+# with the same mean (0.91x). None: off (the window above decides).
+MOE_CHOICE_ROWS = (200.0, 450.0)
 
 
 def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
                       active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS,
-                      precise_fp32: bool = True) -> Candidate:
+                      precise_fp32: bool = True, wg3: bool | None = None) -> Candidate:
     """The tile of a grouped GEMM over ``num_groups`` weight matrices [N, K].
 
     ``rows_per_group``: about how many rows a non-empty group holds (the counts stay on the GPU,
@@ -220,16 +226,19 @@ def grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_
     leave over half the SMs idle (the plain kernel's rule). In GROUPED_WG3_ROWS: the
     three-warpgroup kernel's 192-row tiles (bf16 / fp16 out, or fp32 when not ``precise_fp32``).
     Otherwise 128-row token tiles and block_n 128 (the smallest tile holding N below that).
-    Stages: as many as shared memory holds beside the tile prefix."""
+    ``wg3`` True / False: the 192-row tiles (where the output allows them) / never, whatever the
+    estimate (fp8gemm.moe's device-side choice). Stages: as many as shared memory holds beside the
+    tile prefix."""
     if not 1 <= num_groups <= GROUPED_MAX_GROUPS:
         raise ValueError(f"grouped GEMM takes 1..{GROUPED_MAX_GROUPS} groups; got {num_groups}")
     swap = rows_per_group is not None and rows_per_group <= GROUPED_SWAP_MAX_ROWS
     # The three-warpgroup kernel promotes per 128-wide K block only: fp32 out when not precise.
-    if (GROUPED_WG3_ROWS is not None and (out_dtype != "float32" or not precise_fp32)
-            and rows_per_group is not None and GROUPED_WG3_ROWS[0] < rows_per_group <= GROUPED_WG3_ROWS[1]):
+    in_window = (GROUPED_WG3_ROWS is not None and rows_per_group is not None
+                 and GROUPED_WG3_ROWS[0] < rows_per_group <= GROUPED_WG3_ROWS[1])
+    if (out_dtype != "float32" or not precise_fp32) and (in_window if wg3 is None else wg3):
         for stages in range(GENERAL_MAX_STAGES, 1, -1):
             c = Candidate(WG3, 128, stages, 8, 1, False, WG3_BLOCK_M,
-                          reason=f"grouped: 192-row tiles (about {rows_per_group:.3g} rows per group), stages={stages}")
+                          reason=f"grouped: 192-row tiles (about {rows_per_group or 0:.3g} rows per group), stages={stages}")
             if grouped_smem_bytes(c, out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
                 return c
     splits = 1

@@ -115,7 +115,7 @@ _plans = {}    # input signature -> (GroupedProblem, launch plan or None, out= p
 
 
 def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
-             precise_fp32=True):
+             precise_fp32=True, wg3=None):
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
     framework = framework_of(a)
@@ -124,7 +124,7 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
     arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
     key = _plan_key(framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
     if key is not None:
-        key = (masked, expected_rows, bool(precise_fp32)) + key
+        key = (masked, expected_rows, bool(precise_fp32), wg3) + key
         entry = _plans.get(key)
         if entry is not None:
             gp, runner, out_ptr = entry
@@ -155,7 +155,7 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
     if p.m > 0:
         per_group, active = _group_estimate(gp, expected_rows)
         cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
-                                 bool(precise_fp32))
+                                 bool(precise_fp32), wg3)
         runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned,
                               bool(precise_fp32))
     if key is not None:

@@ -17,6 +17,10 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
    quantizes (an FP32 h within ~2e-4 of the float64 one lands on another FP8 code for ~3e-3 of
    the elements, one code step each);
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
+   at about 100-225 rows per expert (selector.MOE_CHOICE_ROWS) the route kernel also picks, from
+   the real counts, the two- or three-warpgroup kernel for both GEMMs (choice_costs in
+   moe_glue.cu): each GEMM launches both, the other one with every group empty (no host sync, so
+   a captured graph re-decides on every replay);
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
 
 Fused (``fused=True``): steps 2 and 3 are one kernel (grouped.swiglu_l1,
@@ -31,7 +35,8 @@ import math
 import threading
 
 from . import compiler, driver, output
-from .grouped import grouped_matmul_contiguous, swiglu_l1
+from .dispatch.selector import MOE_CHOICE_ROWS
+from .grouped import _grouped, grouped_matmul_contiguous, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .moe_reference import SWIGLU_LIMIT
@@ -145,15 +150,32 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     def glue(op, src=0, src_scale=0, dst=0, dst_scale=0):
         plan.run(device, stream, op, common + (src, src_scale, dst, dst_scale))
 
-    glue(ROUTE)                            # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
+    # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
+    # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
+    rows_estimate = 2.0 * pairs / min(experts, pairs)          # grouped._group_estimate's
+    choose = (not fused and MOE_CHOICE_ROWS is not None
+              and MOE_CHOICE_ROWS[0] < rows_estimate <= MOE_CHOICE_ROWS[1])
+    if choose:
+        choice, choice_p = buf((2, experts + 1), "int32")
+        glue(ROUTE, 0, 0, choice_p)        # + choice [2][E + 1]: two-warpgroup, three-warpgroup offsets
+    else:
+        glue(ROUTE)                        # counts, offsets, fill (one block; E <= MAX_GROUPS = 8192)
     glue(SCATTER, tx.ptr, txs.ptr, xs_p, xs_scale_p)
+
+    def gemm(a, w, a_scale, w_scale, out, precise):
+        if not choose:
+            return grouped_matmul_contiguous(a, w, a_scale, w_scale, offsets, out=out, precise_fp32=precise)
+        for row, wg3 in ((0, False), (1, True)):
+            _grouped(a, w, a_scale, w_scale, choice[row], "offsets", False, None, out, (128, 128), None,
+                     precise, wg3)
+
     if fused:
         swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_p, act_scale_p, lim)
     else:
         h, h_p = buf((pairs, 2 * inter), "float32")
-        grouped_matmul_contiguous(xs, w1, xs_scale, w1_scale, offsets, out=h, precise_fp32=False)
+        gemm(xs, w1, xs_scale, w1_scale, h, False)
         glue(SWIGLU, h_p, 0, act_p, act_scale_p)
-    grouped_matmul_contiguous(act, w2, act_scale, w2_scale, offsets, out=y)
+    gemm(act, w2, act_scale, w2_scale, y, True)
     glue(COMBINE, y_p, 0, out_p, 0)
     # The intermediates go back to the caller's allocator here; it orders their reuse after this
     # stream's work (torch's caching allocator and CuPy's pool are both stream-ordered).

@@ -3,7 +3,11 @@
 // One template, one op per instantiation, one shared argument list (unused arguments are 0):
 //   kRoute    counts[e] = pairs routed to expert e, offsets = their exclusive prefix, fill = 0
 //             (one block: counted with shared-memory atomics, then a block scan; replaces a
-//             memset, a count kernel and a scan kernel: 3 device ops -> 1)
+//             memset, a count kernel and a scan kernel: 3 device ops -> 1). With dst: also the
+//             choice between the grouped GEMM's two kernels from the counts (choice_costs below):
+//             dst = int32 [2][E + 1], row 0 the offsets for the two-warpgroup kernel, row 1 for
+//             the three-warpgroup one; the chosen row holds the offsets, the other zeros (every
+//             group empty: that launch exits after scanning them).
 //   kScatter  every (token, slot) pair takes the next row of its expert's range (atomic), and its
 //             token's FP8 row and scales are copied there     (one warp per pair)
 //   kSwiGLU   h [rows, 2I] fp32 -> silu(min(gate, limit)) * clip(up, -limit, limit), quantized per
@@ -24,6 +28,19 @@ enum Op : int { kRoute = 0, kScatter = 1, kSwiGLU = 2, kCombine = 3 };
 constexpr uint32_t kScanThreads = 1024;
 constexpr uint32_t kMaxExperts = 8192;      // fp8gemm.validate.MAX_GROUPS: counts live in shared memory
 }  // namespace moe
+
+/// The grouped GEMM's cost of an expert with c rows, in units of one 128-row tile of the
+/// two-warpgroup kernel (bench/NOTES.md session 12, fitted to tools/exp_moe_prefill.py --wg3 on
+/// V4-Flash and V4-Pro L1): .x 128-row tiles, the last partial one of several at 0.75 (c = 129:
+/// 1.69-1.72 measured); .y 192-row tiles at 1.55 each, a group of one at 1.06 up to 128 rows (a
+/// warpgroup skips) and 1.45 up to 192 (1.34-1.65 measured).
+__device__ __forceinline__ float2 choice_costs(int32_t c) {
+    if (c <= 0) return make_float2(0.0f, 0.0f);
+    const int32_t full = c / 128, rem = c % 128;
+    const float two = static_cast<float>(full) + (rem == 0 ? 0.0f : (full > 0 ? 0.75f : 1.0f));
+    const float three = c <= 128 ? 1.06f : c <= 192 ? 1.45f : 1.55f * static_cast<float>((c + 191) / 192);
+    return make_float2(two, three);
+}
 
 template <int kOp>
 __global__ void __launch_bounds__(kOp == moe::kRoute ? moe::kScanThreads : 256)
@@ -72,6 +89,38 @@ moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each
             fill[e] = 0;
         }
         if (threadIdx.x == kScanThreads - 1) offsets[num_experts] = totals[kScanThreads - 1];
+        if (dst != nullptr) {
+            // Both kernels' costs summed over the experts (a fixed-order tree: the same choice
+            // every run), then both offset rows.
+            __shared__ float2 cost[kScanThreads];
+            float2 mine = make_float2(0.0f, 0.0f);
+            for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) {
+                const float2 c = choice_costs(sh_counts[e]);
+                mine.x += c.x;
+                mine.y += c.y;
+            }
+            cost[threadIdx.x] = mine;
+            __syncthreads();
+            for (uint32_t d = kScanThreads / 2; d > 0; d >>= 1) {
+                if (threadIdx.x < d) {
+                    cost[threadIdx.x].x += cost[threadIdx.x + d].x;
+                    cost[threadIdx.x].y += cost[threadIdx.x + d].y;
+                }
+                __syncthreads();
+            }
+            const bool three = cost[0].y < cost[0].x;
+            int32_t* rows2 = static_cast<int32_t*>(dst);          // [2][E + 1]
+            int32_t run2 = totals[threadIdx.x] - sum;
+            for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) {
+                rows2[e] = three ? 0 : run2;
+                rows2[num_experts + 1 + e] = three ? run2 : 0;
+                run2 += sh_counts[e];
+            }
+            if (threadIdx.x == kScanThreads - 1) {
+                rows2[num_experts] = three ? 0 : totals[kScanThreads - 1];
+                rows2[2 * num_experts + 1] = three ? totals[kScanThreads - 1] : 0;
+            }
+        }
     } else if constexpr (kOp == kScatter) {
         // src: tokens [T, cols] FP8 bytes (cols % 16 == 0) and scales [T, ceil(cols/128)].
         const uint32_t warps = gridDim.x * blockDim.x / 32;

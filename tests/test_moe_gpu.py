@@ -196,35 +196,113 @@ def test_jax_caller():
     assert rel_err(np.asarray(out_bf16.astype(jnp.float32), dtype=np.float64), want_bf16) <= MOE_TOL
 
 
-def test_torch_cuda_graph_replays_new_routing():
-    """Captured in torch.cuda.graph after a warm-up call (kernels loaded, intermediates from the
-    graph's pool), replayed with new x, ids and weights copied into the same buffers."""
+def torch_layer(experts, hidden, inter, seed):
+    """layer()'s host arrays, and (w1, w1_scale, w2, w2_scale) as torch CUDA tensors."""
     import torch
-    experts, hidden, inter, tokens, top_k = 8, 256, 128, 6, 2
-    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=8)
-    fp8 = torch.float8_e4m3fn
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed)
 
     def dev(a):
         return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-    w1, w2, ds1, ds2 = dev(q1.view(np.uint8)).view(fp8), dev(q2.view(np.uint8)).view(fp8), dev(s1), dev(s2)
-    cases = []
-    for seed in (8, 9):
-        ids, w = routing(tokens, experts, top_k, seed == 9, seed=seed)
-        x = np.random.default_rng(seed + 10).standard_normal((tokens, hidden)).astype(np.float32)
-        cases.append((x, ids, w))
-    x_buf = dev(cases[0][0]).to(torch.bfloat16)
-    ids_buf, w_buf = dev(cases[0][1]), dev(cases[0][2])
-    fp8gemm.moe(x_buf, ids_buf, w_buf, w1, ds1, w2, ds2)           # warm-up: compile, plans
+    fp8 = torch.float8_e4m3fn
+    return (q1, s1, q2, s2), (dev(q1.view(np.uint8)).view(fp8), dev(s1), dev(q2.view(np.uint8)).view(fp8), dev(s2))
+
+
+def capture_layer(x, ids, w, weights, before_capture=None):
+    """(out, replay): fp8gemm.moe captured in a torch.cuda.graph after a warm-up call on buffers
+    holding x, ids, w; replay(x, ids, w) copies new inputs into them, replays and synchronizes."""
+    import torch
+    x_buf = torch.from_numpy(x).to(torch.bfloat16).cuda()
+    ids_buf, w_buf = torch.from_numpy(ids).cuda(), torch.from_numpy(w).cuda()
+    fp8gemm.moe(x_buf, ids_buf, w_buf, *weights)            # warm-up: compile, plans
     torch.cuda.synchronize()
+    if before_capture is not None:
+        before_capture()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = fp8gemm.moe(x_buf, ids_buf, w_buf, w1, ds1, w2, ds2)
-    for x, ids, w in reversed(cases):
+        out = fp8gemm.moe(x_buf, ids_buf, w_buf, *weights)
+
+    def replay(x, ids, w):
         x_buf.copy_(torch.from_numpy(x).to(torch.bfloat16))
         ids_buf.copy_(torch.from_numpy(ids))
         w_buf.copy_(torch.from_numpy(w))
         graph.replay()
         torch.cuda.synchronize()
+    return out, replay
+
+
+def test_torch_cuda_graph_replays_new_routing():
+    """Captured in torch.cuda.graph after a warm-up call (kernels loaded, intermediates from the
+    graph's pool), replayed with new x, ids and weights copied into the same buffers."""
+    import torch
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 6, 2
+    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=8)
+    cases = []
+    for seed in (8, 9):
+        ids, w = routing(tokens, experts, top_k, seed == 9, seed=seed)
+        x = np.random.default_rng(seed + 10).standard_normal((tokens, hidden)).astype(np.float32)
+        cases.append((x, ids, w))
+    out, replay = capture_layer(*cases[0], weights)
+    for x, ids, w in reversed(cases):
+        replay(x, ids, w)
         xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
         want = moe_reference.moe(xb, ids, w, q1, s1, q2, s2)
         assert rel_err(to_f64(out), want) <= MOE_TOL
+
+
+def _cost_two(c):
+    """moe_glue.cu's choice_costs, restated: the two-warpgroup kernel's 128-row tiles."""
+    return 0.0 if c == 0 else c // 128 + (0.0 if c % 128 == 0 else (0.75 if c > 128 else 1.0))
+
+
+def _cost_three(c):
+    return 0.0 if c == 0 else 1.06 if c <= 128 else 1.45 if c <= 192 else 1.55 * -(-c // 192)
+
+
+def test_device_choice_of_grouped_kernel(monkeypatch):
+    """At about 100-225 rows per expert (selector.MOE_CHOICE_ROWS) the routing kernel picks the
+    grouped GEMMs' kernel from the real counts: both kernels launch for L1 and for L2, the chosen
+    one with the offsets, the other with every group empty. Uniform counts of ~150 pick the
+    three-warpgroup kernel, four experts of 300 the two-warpgroup one; a captured graph replayed
+    with the other routing flips the choice on the device; outputs match the reference."""
+    import torch
+
+    from fp8gemm import moe_layer
+    calls = []
+    real = moe_layer._grouped
+
+    def spy(*args, **kw):
+        calls.append((args[4], args[12]))          # the offsets row, wg3
+        return real(*args, **kw)
+    monkeypatch.setattr(moe_layer, "_grouped", spy)
+    experts, hidden, inter, tokens, top_k = 8, 384, 256, 300, 4
+    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=21)
+    cases = []
+    for skewed in (False, True):
+        ids, w = routing(tokens, experts, top_k, skewed, seed=21)
+        counts = np.bincount(ids.reshape(-1), minlength=experts)
+        want_three = sum(map(_cost_three, counts)) < sum(map(_cost_two, counts))
+        assert want_three == (not skewed), counts            # the case covers both choices
+        x = np.random.default_rng(22 + skewed).standard_normal((tokens, hidden)).astype(np.float32)
+        cases.append((x, ids, w, want_three))
+
+    def check(out, x, ids, w, want_three, launches):
+        torch.cuda.synchronize()
+        assert len(launches) == 4                             # L1 and L2, each on both kernels
+        for offsets, wg3 in launches:
+            live = int(offsets[-1]) > 0
+            assert live == (wg3 == want_three), (wg3, offsets)
+            if not live:
+                assert int(offsets.abs().sum()) == 0
+        xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+        assert rel_err(to_f64(out), moe_reference.moe(xb, ids, w, q1, s1, q2, s2)) <= MOE_TOL
+
+    for x, ids, w, want_three in cases:                      # eager
+        calls.clear()
+        out = fp8gemm.moe(torch.from_numpy(x).to(torch.bfloat16).cuda(), torch.from_numpy(ids).cuda(),
+                          torch.from_numpy(w).cuda(), *weights)
+        check(out, x, ids, w, want_three, list(calls))
+    out, replay = capture_layer(*cases[0][:3], weights, before_capture=calls.clear)
+    captured = list(calls)[-4:]                              # the captured call's launches
+    for x, ids, w, want_three in reversed(cases):            # graph: the choice follows the data
+        replay(x, ids, w)
+        check(out, x, ids, w, want_three, captured)

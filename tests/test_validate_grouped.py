@@ -164,3 +164,16 @@ def test_grouped_three_warpgroup_window():
     assert selector.grouped_smem_bytes(c, "float32", 256) <= selector.MAX_SMEM_PER_BLOCK
     big = grouped_candidate(4096, 4096, "bfloat16", 8192, rows_per_group=256.0)
     assert big.variant == selector.WG3 and selector.grouped_smem_bytes(big, "bfloat16", 8192) <= selector.MAX_SMEM_PER_BLOCK
+
+
+def test_grouped_three_warpgroup_override():
+    """wg3=True / False (fp8gemm.moe's device-side choice) overrides the window either way, but
+    never gives precise fp32 output to the three-warpgroup kernel."""
+    from fp8gemm.dispatch import selector
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=400.0, wg3=True).variant == selector.WG3
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, wg3=False).variant == selector.GENERAL
+    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0, wg3=True).variant == selector.GENERAL
+    c = grouped_candidate(4096, 4096, "float32", 256, None, wg3=True, precise_fp32=False)
+    assert c.variant == selector.WG3 and "rows per group" in c.reason
+    lo, hi = selector.MOE_CHOICE_ROWS
+    assert lo < hi and lo <= selector.GROUPED_WG3_ROWS[0] and selector.GROUPED_WG3_ROWS[1] <= hi
