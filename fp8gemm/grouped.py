@@ -95,6 +95,14 @@ def _upload(values, framework: str, device: int):
         return cupy.asarray(values)
 
 
+def rows_estimate(rows: int, num_groups: int):
+    """(rows per non-empty group, non-empty groups) when ``rows`` rows fall on at most
+    min(G, rows) groups: the mean doubled for uneven routing."""
+    rows = max(1, int(rows))
+    active = min(num_groups, rows)
+    return 2.0 * rows / active, active
+
+
 def _group_estimate(gp, expected_rows):
     """(rows per non-empty group, non-empty groups), estimated on the host (the counts stay on
     the GPU). Contiguous: all P rows over at most min(G, P) groups, doubled for uneven routing.
@@ -103,12 +111,9 @@ def _group_estimate(gp, expected_rows):
     if gp.group_rows:
         if expected_rows is None:
             return gp.group_rows, g
-        rows = max(1, int(expected_rows))
-        active = min(g, rows)
-        return min(gp.group_rows, 2.0 * rows / active), active
-    rows = max(1, gp.gemm.m)
-    active = min(g, rows)
-    return 2.0 * rows / active, active
+        per_group, active = rows_estimate(expected_rows, g)
+        return min(gp.group_rows, per_group), active
+    return rows_estimate(gp.gemm.m, g)
 
 
 _plans = {}    # input signature -> (GroupedProblem, launch plan or None, out= pointer or None)

@@ -36,7 +36,7 @@ import threading
 
 from . import compiler, driver, output
 from .dispatch.selector import MOE_CHOICE_ROWS
-from .grouped import _grouped, grouped_matmul_contiguous, swiglu_l1
+from .grouped import _grouped, grouped_matmul_contiguous, rows_estimate, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .moe_reference import SWIGLU_LIMIT
@@ -152,9 +152,9 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
 
     # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
     # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
-    rows_estimate = 2.0 * pairs / min(experts, pairs)          # grouped._group_estimate's
+    per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
     choose = (not fused and MOE_CHOICE_ROWS is not None
-              and MOE_CHOICE_ROWS[0] < rows_estimate <= MOE_CHOICE_ROWS[1])
+              and MOE_CHOICE_ROWS[0] < per_expert <= MOE_CHOICE_ROWS[1])
     if choose:
         choice, choice_p = buf((2, experts + 1), "int32")
         glue(ROUTE, 0, 0, choice_p)        # + choice [2][E + 1]: two-warpgroup, three-warpgroup offsets
