@@ -83,23 +83,35 @@ __device__ __forceinline__ void group_extent(const int32_t* groups, uint32_t g, 
     }
 }
 
-/// prefix[g] = the first row tile of group g, prefix[G] = all row tiles. Called by the whole CTA;
-/// the caller's next __syncthreads publishes the result.
+/// prefix[g] = the first row tile of group g, prefix[G] = all row tiles, computed by warp 0 alone
+/// (8 x 32 groups' loads in flight per step, then their scans); the caller's next __syncthreads
+/// publishes the result. NOTES (session 12, SASS only, not yet timed on a GPU): the CTA-wide
+/// version (every thread counting groups threadIdx.x, + blockDim.x, ..., then warp 0 scanning)
+/// made ptxas build the grouped K loops' wgmma descriptors in vector registers: 96-126 R2UR in
+/// the grouped modes against 8-18 in the plain ones (general and wg3 kernels), and 32-40 bytes
+/// of spills once wg3's grouped loop was unrolled by 2. With this one: 15-26 R2UR, no spills,
+/// wg3's grouped loop unrolled by 2 as the plain one. It costs latency at kernel start:
+/// ceil(G / 256) rounds of loads instead of one.
 template <uint32_t BLOCK_M>
 __device__ __forceinline__ void group_tile_prefix(const int32_t* groups, uint32_t num_groups, uint32_t group_rows,
                                                   uint32_t total_rows, uint32_t* prefix) {
-    for (uint32_t g = threadIdx.x; g < num_groups; g += blockDim.x) {
-        uint32_t first, rows;
-        group_extent(groups, g, group_rows, total_rows, first, rows);
-        prefix[g + 1] = (rows + BLOCK_M - 1) / BLOCK_M;
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {                        // one warp scans, 32 groups per step
-        const uint32_t lane = threadIdx.x;
-        uint32_t carry = 0;
-        for (uint32_t base = 0; base < num_groups; base += 32) {
-            const uint32_t g = base + lane;
-            uint32_t v = g < num_groups ? prefix[g + 1] : 0u;
+    constexpr uint32_t kBatch = 8;
+    if (threadIdx.x >= 32) return;
+    const uint32_t lane = threadIdx.x;
+    uint32_t carry = 0;
+    for (uint32_t base = 0; base < num_groups; base += 32 * kBatch) {
+        uint32_t tiles[kBatch];
+#pragma unroll
+        for (uint32_t j = 0; j < kBatch; ++j) {
+            const uint32_t g = base + 32 * j + lane;
+            uint32_t first, rows;
+            group_extent(groups, min(g, num_groups - 1), group_rows, total_rows, first, rows);
+            tiles[j] = g < num_groups ? (rows + BLOCK_M - 1) / BLOCK_M : 0u;
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < kBatch; ++j) {
+            const uint32_t g = base + 32 * j + lane;
+            uint32_t v = tiles[j];
 #pragma unroll
             for (uint32_t d = 1; d < 32; d <<= 1) {
                 const uint32_t t = __shfl_up_sync(0xffffffffu, v, d);
@@ -108,8 +120,8 @@ __device__ __forceinline__ void group_tile_prefix(const int32_t* groups, uint32_
             if (g < num_groups) prefix[g + 1] = carry + v;
             carry += __shfl_sync(0xffffffffu, v, 31);
         }
-        if (lane == 0) prefix[0] = 0;
     }
+    if (lane == 0) prefix[0] = 0;
 }
 
 /// The rows of global row tile t (0 <= t < prefix[G]): binary search for the group holding it.

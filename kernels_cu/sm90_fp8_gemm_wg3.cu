@@ -168,8 +168,9 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
             // NOTES: unrolled by 2, as the general kernel's lean loop (the prefetched scales land in
-            // alternating registers).
-#pragma unroll (kGrouped ? 1 : 2)
+            // alternating registers); the grouped mode too since scheduler.cuh's warp-0 prefix
+            // (session 12: before it, unrolled it spilled 40 bytes, so it ran rolled).
+#pragma unroll 2
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
                 pa0 += step * sa_stride_k;
