@@ -141,17 +141,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     const uint32_t warpgroup_idx = warp_idx / 4;
 
     // ---- barrier init: full <- 1 producer arrival (+ TMA bytes); empty <- one per consumer warp
-    if (threadIdx.x == 0) {
-        prefetch_tensormap(&tmap_a);
-        prefetch_tensormap(&tmap_b);
-        if constexpr (kTmaStore) prefetch_tensormap(&tmap_c);
-#pragma unroll
-        for (uint32_t s = 0; s < kNumStages; ++s) {
-            mbarrier_init(&full_bar[s], 1);
-            mbarrier_init(&empty_bar[s], kNumConsumerWarpgroups * 4);
-        }
-        fence_mbarrier_init();
-    }
+    if (threadIdx.x == 0)
+        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kNumConsumerWarpgroups * 4);
     // Grouped: the groups' token tiles, BLOCK_M rows each (or BLOCK_N columns under swap-AB).
     constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : BLOCK_M;
     if constexpr (kGrouped) group_tile_prefix<kTokenTile>(groups, num_groups, group_rows, M, tile_prefix);

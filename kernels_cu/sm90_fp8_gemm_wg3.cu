@@ -78,17 +78,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
 
-    if (threadIdx.x == 0) {
-        prefetch_tensormap(&tmap_a);
-        prefetch_tensormap(&tmap_b);
-        if constexpr (kTmaStore) prefetch_tensormap(&tmap_c);
-#pragma unroll
-        for (uint32_t s = 0; s < kNumStages; ++s) {
-            mbarrier_init(&full_bar[s], 1);
-            mbarrier_init(&empty_bar[s], kConsumers * 4);
-        }
-        fence_mbarrier_init();
-    }
+    if (threadIdx.x == 0)
+        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4);
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     __syncthreads();
     const auto make_scheduler = [&]() {

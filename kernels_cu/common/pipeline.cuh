@@ -1,9 +1,12 @@
-// common/pipeline.cuh: the {stage, phase} cursor of a multi-stage mbarrier ring.
+// common/pipeline.cuh: the {stage, phase} cursor of a multi-stage mbarrier ring, and the ring's
+// set-up in kernels with one TMA producer.
 //
 // NOTES: the producer waits on "empty" with the opposite parity of the consumer's "full" wait,
 // so that a fresh ring (all barriers in phase 0) lets the producer fill every stage at once.
 #pragma once
 #include "types.cuh"
+#include "../ptx/mbarrier.cuh"
+#include "../ptx/tma.cuh"
 
 namespace fp8gemm {
 
@@ -24,5 +27,24 @@ struct PipelineState {
     /// Parity the producer waits for on the "empty" barrier of this stage.
     __device__ __forceinline__ uint32_t empty_parity() const { return phase ^ 1; }
 };
+
+/// For thread 0 of a CTA with one TMA producer thread: prefetch the tensor maps (C's only where
+/// the epilogue stores through TMA) and initialise the ring: each full barrier expects the
+/// producer's one arrival (plus the TMA bytes), each empty barrier one arrival per consumer warp.
+/// The caller synchronises the CTA before any thread uses the barriers.
+template <uint32_t kNumStages, bool kTmaStore>
+__device__ __forceinline__ void init_tma_ring(const TmaDescriptor* tmap_a, const TmaDescriptor* tmap_b,
+                                              const TmaDescriptor* tmap_c, Mbarrier* full_bar, Mbarrier* empty_bar,
+                                              uint32_t consumer_warps) {
+    prefetch_tensormap(tmap_a);
+    prefetch_tensormap(tmap_b);
+    if constexpr (kTmaStore) prefetch_tensormap(tmap_c);
+#pragma unroll
+    for (uint32_t s = 0; s < kNumStages; ++s) {
+        mbarrier_init(&full_bar[s], 1);
+        mbarrier_init(&empty_bar[s], consumer_warps);
+    }
+    fence_mbarrier_init();
+}
 
 }  // namespace fp8gemm
