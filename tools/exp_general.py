@@ -1,7 +1,7 @@
 """Ablations of the general kernel at large M (issue 4): device time (CUPTI, L2 cold, median of
 10) of the kernel as committed and of variants with one stage removed or changed by a source edit,
 to find the limiter. Results are only for timing: the ablated variants compute wrong values.
-Usage: PYTHONPATH=. python tools/exp_general.py [--quick] [--only NAME,NAME...]
+Usage: PYTHONPATH=. python tools/exp_general.py [--quick] [--only NAME,NAME...] [--shapes MxNxK,...]
        PYTHONPATH=. python tools/exp_general.py --check-sass [--only ...]   (no GPU: nvcc + cuobjdump)
 --check-sass compiles each experiment's source (128 x 128 tile, 6 stages, bf16, TMA store) and
 counts its QGMMA: an ablation left with none times the TMA feed alone, not the wgmma pipeline
@@ -94,9 +94,18 @@ NO_SCALES = {"a0 = *pa0; a1 = *pa1; b0 = *pb;\n": "a0 = swiglu_limit; a1 = swigl
 # The tile's epilogue skipped (total stays live).
 NO_EPI = {"if (wg_row_base < row_limit) {             // a warpgroup wholly past M has nothing":
           "if (wg_row_base < row_limit && total[0] == -1.0f) {"}
+# Session 13 (ncu: more "barrier" stalls than cuBLASLt's kernel): the lean loop's stage release
+# without the __syncwarp before lane 0's arrival (each lane's wgmma wait has returned by then).
+NO_SYNCWARP = {"""                        wgmma_fence_operands(acc);
+                        __syncwarp();
+                        if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);""":
+               """                        wgmma_fence_operands(acc);
+                        if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);"""}
 EXPERIMENTS = {
     # name: (source edits, candidate overrides)
     "base": ({}, {}),
+    "nosync": (NO_SYNCWARP, {}),
+    "nosync_s4": (NO_SYNCWARP, {"stages": 4}),
     "no_promote": ({PROMOTE: ";", **SINGLE}, {}),   # no QGMMA left: the TMA feed alone (see above)
     "no_mma": ({**OLD_LOOP, MMA: ";"}, {}),
     "no_mma_no_promote": ({**OLD_LOOP, MMA: ";", PROMOTE: ";"}, {}),
@@ -143,6 +152,7 @@ _PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constan
            "const __grid_constant__ fp8gemm::TmaDescriptor, const float*, long long, long long, const float*, "
            "long long, long long, void*, long long, unsigned, unsigned, unsigned, unsigned, float*, unsigned*, "
            "const int*, unsigned, unsigned, long long, float*, float")
+# NOTES: keep in step with the kernel's parameters (tests/test_kernels_compile.py GENERAL_PARAMS).
 
 
 def check_sass() -> int:
@@ -177,6 +187,8 @@ def check_sass() -> int:
 
 def main():
     shapes = SHAPES[:2] if "--quick" in sys.argv else SHAPES
+    if "--shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in x.split("x")) for x in sys.argv[sys.argv.index("--shapes") + 1].split(",")]
     if "--only" in sys.argv:
         keep = sys.argv[sys.argv.index("--only") + 1].split(",")
         for name in list(EXPERIMENTS):
