@@ -30,6 +30,8 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (300, 520, 1040, "bfloat16", Candidate(G, 16, 4, 8), "last row tile's A box moved up (capped at 64 rows)"),
     (5, 300, 1040, "float32", Candidate(G, 8, 6, 1, splits=2, swap_ab=True), "swap-AB, weight box moved up"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
+    (60, 300, 1040, "bfloat16", Candidate(G, 128, 4, 8), "a warpgroup wholly past M passes the issue-order barrier"),
+    (130, 520, 2064, "float16", Candidate(G, 128, 6, 8), "issue-order barrier: last row tile's second warpgroup idle"),
     (200, 300, 240, "bfloat16", Candidate("sm90_fp8_gemm_short_k", 128, 2, 1, block_m=128),
      "short-K, two K blocks (second partial), TMA store, M/N tails"),
     (70, 100, 112, "float32", Candidate("sm90_fp8_gemm_short_k", 32, 2, 1, block_m=64),
