@@ -217,23 +217,25 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
     TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
     UnitLoads producer_first;
-    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread, producer_sched, producer_first, make_scheduler,
-                                    unit_loads);
+    // NOTES: not under split-K: there (swap-AB decode, ~5 us) the consumers' own set-up and scale
+    // loads are the first stage's critical path, and holding them at the CTA sync while the
+    // producer located its unit cost 2-6% (bench/NOTES.md session 14).
+    const bool early_start = !kGrouped && num_splits == 1;
+    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread && early_start, producer_sched, producer_first,
+                                    make_scheduler, unit_loads);
     __syncthreads();
     if (warpgroup_idx == 0) {
         // ================================ producer ================================
         if constexpr (kGrouped) setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == kProducerThread) {
-            if constexpr (kGrouped) producer_sched = make_scheduler();
+            if (!early_start) producer_sched = make_scheduler();
             const auto& sched = producer_sched;
             PipelineState<kNumStages> pipe;
             uint32_t loads = 0;                            // stages filled so far
-            // The first unit's loads come from before the CTA sync (grouped: located here); each
-            // next unit's are located after the previous unit's last load.
+            // The first unit's loads come from before the CTA sync (grouped, split: located here);
+            // each next unit's are located after the previous unit's last load.
             UnitLoads l = producer_first;
-            if constexpr (kGrouped) {
-                if (blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
-            }
+            if (!early_start && blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
             for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
                 if (u != blockIdx.x) l = unit_loads(sched, u);
                 for (uint32_t sub = 0; sub < kSubTiles; ++sub) {

@@ -2,7 +2,7 @@
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only | --gemv-only | --wg3-only |
-                                                                                  --grouped-only]
+                                                                                  --grouped-only | --general-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
 import sys
@@ -182,6 +182,8 @@ def main() -> int:
         return 1 if grouped_cases() + moe_case() else 0
     if "--gemv-only" in sys.argv:
         return 1 if run_cases(GEMV_CASES) else 0
+    if "--general-only" in sys.argv:
+        return 1 if run_cases([c for c in CASES if c not in GEMV_CASES + WG3_CASES]) else 0
     if "--wg3-only" in sys.argv:
         return 1 if run_cases(WG3_CASES) + grouped_cases(GROUPED_WG3, wg3=True) else 0
     bad = quantizer_cases()

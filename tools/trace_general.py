@@ -62,10 +62,8 @@ EDITS = [
      ("        setmaxnreg_dec<kProducerRegs>();\n",
       "        setmaxnreg_dec<kProducerRegs>();\n        if (threadIdx.x == 0) tr_[15] = clock64();\n")],
     # (the scheduler and the first unit: one stamp pair where a helper computes both)
-    [[("    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread, producer_sched, producer_first, "
-       "make_scheduler,\n                                    unit_loads);\n",
-       "    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread, producer_sched, producer_first, "
-       "make_scheduler,\n                                    unit_loads);\n"
+    [[("                                    make_scheduler, unit_loads);\n",
+       "                                    make_scheduler, unit_loads);\n"
        "    if (threadIdx.x == 32) { tr_[16] = clock64(); tr_[17] = tr_[16]; }\n")],
      [("            const auto sched = make_scheduler();\n            PipelineState<kNumStages> pipe;\n",
        "            const auto sched = make_scheduler();\n            PipelineState<kNumStages> pipe;\n"
