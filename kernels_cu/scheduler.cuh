@@ -23,6 +23,11 @@ struct TileScheduler {
     uint32_t num_m_blocks, num_n_blocks, num_tiles, num_splits, num_units;
     uint32_t num_k_blocks, kb_per_split;
 
+    TileScheduler() = default;
+    // NOTES: a division by a runtime value is a chain of ~15 dependent uniform-datapath
+    // instructions, and the producer's first TMA waits on this constructor and on unit(): before
+    // session 14 they put ~0.5 us of a ~1.1 us start (tools/trace_general.py, bench/NOTES.md). So
+    // no split and full raster groups (the common cases) take paths without one.
     __device__ __forceinline__ TileScheduler(uint32_t M, uint32_t N, uint32_t K, uint32_t splits) {
         num_m_blocks = (M + BLOCK_M - 1) / BLOCK_M;
         num_n_blocks = (N + BLOCK_N - 1) / BLOCK_N;
@@ -30,20 +35,31 @@ struct TileScheduler {
         num_splits = splits;
         num_units = num_tiles * splits;
         num_k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
-        kb_per_split = (num_k_blocks + splits - 1) / splits;
+        kb_per_split = splits == 1 ? num_k_blocks : (num_k_blocks + splits - 1) / splits;
     }
 
     __device__ __forceinline__ WorkUnit unit(uint32_t u) const {
         WorkUnit w;
-        w.tile_idx = u / num_splits;
-        w.split_idx = u % num_splits;
-        // Grouped rasterization of the tile index.
+        if (num_splits == 1) {
+            w.tile_idx = u;
+            w.split_idx = 0;
+        } else {
+            w.tile_idx = u / num_splits;
+            w.split_idx = u - w.tile_idx * num_splits;
+        }
+        // Grouped rasterization of the tile index: kGroupM m-blocks per group (fewer in the last).
         const uint32_t tiles_per_group = kGroupM * num_n_blocks;
-        const uint32_t first_m_block = (w.tile_idx / tiles_per_group) * kGroupM;
-        const uint32_t group_m = min(num_m_blocks - first_m_block, kGroupM);
-        const uint32_t idx_in_group = w.tile_idx % tiles_per_group;
-        w.m_block = first_m_block + idx_in_group % group_m;
-        w.n_block = idx_in_group / group_m;
+        const uint32_t group = w.tile_idx / tiles_per_group;
+        const uint32_t first_m_block = group * kGroupM;
+        const uint32_t idx_in_group = w.tile_idx - group * tiles_per_group;
+        if (num_m_blocks - first_m_block >= kGroupM) {       // a full group: a constant divisor
+            w.m_block = first_m_block + idx_in_group % kGroupM;
+            w.n_block = idx_in_group / kGroupM;
+        } else {
+            const uint32_t group_m = num_m_blocks - first_m_block;
+            w.m_block = first_m_block + idx_in_group % group_m;
+            w.n_block = idx_in_group / group_m;
+        }
         w.kb_begin = min(w.split_idx * kb_per_split, num_k_blocks);
         w.kb_end = min(w.kb_begin + kb_per_split, num_k_blocks);
         return w;

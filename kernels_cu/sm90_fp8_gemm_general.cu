@@ -59,7 +59,11 @@ constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 // Named barrier ids (0 is __syncthreads).
-enum Barrier : uint32_t { kConsumerBarrier = 1, kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
+enum Barrier : uint32_t {
+    kConsumerBarrier = 1,
+    kEpilogueBarrier0 = 2,   // + consumer warpgroup
+    kOrderBarrier = 2 + kNumConsumerWarpgroups,
+};
 // NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread: 65536 / 384
 // rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others' .dec have freed enough,
 // so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md v7).
@@ -141,15 +145,23 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     const uint32_t warpgroup_idx = warp_idx / 4;
 
     // ---- barrier init: full <- 1 producer arrival (+ TMA bytes); empty <- one per consumer warp
+    // NOTES: the producer is lane 0 of warp 1, not thread 0: outside the grouped mode (whose
+    // scheduler needs the CTA's tile prefix first) it locates its first unit while thread 0 sets up
+    // the ring, both already at the producer's register budget, so that the first TMA issues
+    // right after the CTA sync. Before (bench/NOTES.md session 14, tools/trace_general.py) the
+    // first TMA left ~1.1 us after kernel entry and the consumers waited ~2.2 us for their first
+    // stage; the fixed time of a launch is most of what cuBLASLt gained on one- or two-wave shapes.
+    constexpr uint32_t kProducerThread = 32;
+    if (!kGrouped && warpgroup_idx == 0) setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0)
         init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kNumConsumerWarpgroups * 4);
     // Grouped: the groups' token tiles, BLOCK_M rows each (or BLOCK_N columns under swap-AB).
     constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : BLOCK_M;
     if constexpr (kGrouped) group_tile_prefix<kTokenTile>(groups, num_groups, group_rows, M, tile_prefix);
-    __syncthreads();
     // Grouped: the token side of the tile space is every group's token tiles in group order
     // (prefix[G] of them). NOTES: each warpgroup builds the scheduler after its setmaxnreg; built
-    // before, its values were spilled across the register reallocation.
+    // before, its values were spilled across the register reallocation (hence the producer's early
+    // setmaxnreg below).
     const auto make_scheduler = [&]() {
         const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * kTokenTile : M;
         return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(kSwapAB ? N : token_extent,
@@ -189,33 +201,57 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         }
     };
 
+    // A unit's loads: its K range, where its A box starts, and the first row of its B box.
+    struct UnitLoads { WorkUnit w; uint32_t a_row, b_row; };
+    const auto unit_loads = [&](const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>& sched, uint32_t u) {
+        UnitLoads l;
+        l.w = sched.unit(u);
+        const TileSpan t = tile_span(l.w);
+        uint32_t a_shift;
+        a_box(t, l.a_row, a_shift);
+        // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused SwiGLU:
+        // [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
+        l.b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
+        return l;
+    };
+
+    TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
+    UnitLoads producer_first;
+    // NOTES: not under split-K: there (swap-AB decode, ~5 us) the consumers' own set-up and scale
+    // loads are the first stage's critical path, and holding them at the CTA sync while the
+    // producer located its unit cost 2-6% (bench/NOTES.md session 14).
+    const bool early_start = !kGrouped && num_splits == 1;
+    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread && early_start, producer_sched, producer_first,
+                                    make_scheduler, unit_loads);
+    __syncthreads();
     if (warpgroup_idx == 0) {
         // ================================ producer ================================
-        setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x == 0) {
-            const auto sched = make_scheduler();
+        if constexpr (kGrouped) setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == kProducerThread) {
+            if (!early_start) producer_sched = make_scheduler();
+            const auto& sched = producer_sched;
             PipelineState<kNumStages> pipe;
+            uint32_t loads = 0;                            // stages filled so far
+            // The first unit's loads come from before the CTA sync (grouped, split: located here);
+            // each next unit's are located after the previous unit's last load.
+            UnitLoads l = producer_first;
+            if (!early_start && blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
             for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
-                const WorkUnit w = sched.unit(u);
-                const TileSpan t = tile_span(w);
-                uint32_t a_row, a_shift;
-                a_box(t, a_row, a_shift);
-                // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused
-                // SwiGLU: [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
-                const uint32_t b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
+                if (u != blockIdx.x) l = unit_loads(sched, u);
                 for (uint32_t sub = 0; sub < kSubTiles; ++sub) {
-                    for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                        mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
+                        // The ring's first round needs no wait: every stage starts empty.
+                        if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                         Mbarrier* bar = &full_bar[pipe.stage];
                         mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-                        tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, a_row);
+                        tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
                         uint8_t* b_stage = smem_b + pipe.stage * SMEM_B_PER_STAGE;
                         if constexpr (kSwiGLU) {
-                            const uint32_t gate_row = b_row + sub * swiglu::kActCols;
+                            const uint32_t gate_row = l.b_row + sub * swiglu::kActCols;
                             tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, gate_row);
                             tma_load_2d(b_stage + swiglu::kActCols * BLOCK_K, &tmap_b, bar, kb * BLOCK_K, gate_row + N);
                         } else {
-                            tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, b_row);
+                            tma_load_2d(b_stage, &tmap_b, bar, kb * BLOCK_K, l.b_row);
                         }
                     }
                 }
@@ -229,6 +265,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         const uint32_t warp_in_wg = warp_idx % 4;
         const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..255
         constexpr uint32_t kNumConsumerThreads = kNumConsumerWarpgroups * kWarpgroupThreads;
+        // NOTES: in the lean two-accumulator loop (not swapped, coarse promotion) the two
+        // warpgroups pass named barrier kOrderBarrier around each K block's wgmma issue, warpgroup 0
+        // before issuing and warpgroup 1 after, so their blocks reach the tensor cores in a fixed
+        // alternation (cuBLASLt's kernel does the same: ncu source counters, bench/NOTES.md session
+        // 14). Measured 1-3% faster at large M. A warpgroup that skips a tile passes it too.
+        constexpr bool kOrderedIssue = !kSwapAB && !kFinePromotion;
         // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
         const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
 
@@ -264,6 +306,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
                     __syncwarp();
                     if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+                    // The other warpgroup's K loop passes the order barrier once per block.
+                    if constexpr (kOrderedIssue) named_barrier_sync(kOrderBarrier, kNumConsumerThreads);
                 }
                 continue;
             }
@@ -312,6 +356,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
+                        if (math_wg == 0) named_barrier_sync(kOrderBarrier, kNumConsumerThreads);
                         wgmma_fence_operands(acc);
                         wgmma_fence();
 #pragma unroll
@@ -320,6 +365,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                             Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);
                         }
                         wgmma_commit_group();
+                        if (math_wg == 1) named_barrier_sync(kOrderBarrier, kNumConsumerThreads);
                         return stage;
                     };
                     const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {

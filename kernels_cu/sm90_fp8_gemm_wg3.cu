@@ -78,10 +78,14 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
 
+    // NOTES: as in the general kernel (bench/NOTES.md session 14): the producer is lane 0 of warp
+    // 1 and, outside the grouped mode, locates its first unit at its register budget while thread
+    // 0 sets up the ring, so that its first TMA issues right after the CTA sync.
+    constexpr uint32_t kProducerThread = 32;
+    if (!kGrouped && warpgroup_idx == 0) setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0)
         init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4);
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
-    __syncthreads();
     const auto make_scheduler = [&]() {
         const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
         return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(token_extent, N, K, 1);
@@ -94,25 +98,47 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             return TileRows{w.m_block * BLOCK_M, M, 0u};
         }
     };
+    // A unit's loads: its K range, its A box's first row and its B box's.
+    struct UnitLoads { WorkUnit w; uint32_t a_row, b_row; };
+    const auto unit_loads = [&](const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>& sched, uint32_t u) {
+        UnitLoads l;
+        l.w = sched.unit(u);
+        const TileRows t = tile_rows(l.w);
+        l.a_row = t.row_base;
+        l.b_row = t.group * N + l.w.n_block * BLOCK_N;
+        return l;
+    };
+    TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
+    UnitLoads producer_first;
+    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread, producer_sched, producer_first, make_scheduler,
+                                    unit_loads);
+    __syncthreads();
 
     if (warpgroup_idx == 0) {
         // ================================ producer ================================
-        setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x == 0) {
-            const auto sched = make_scheduler();
+        if constexpr (kGrouped) setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == kProducerThread) {
+            if constexpr (kGrouped) producer_sched = make_scheduler();
+            const auto& sched = producer_sched;
             PipelineState<kNumStages> pipe;
+            uint32_t loads = 0;                            // stages filled so far
+            // The first unit's loads come from before the CTA sync (grouped: located here); each
+            // next unit's are located after the previous unit's last load.
+            UnitLoads l = producer_first;
+            if constexpr (kGrouped) {
+                if (blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
+            }
             for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
-                const WorkUnit w = sched.unit(u);
-                const TileRows t = tile_rows(w);
-                const uint32_t b_row = t.group * N + w.n_block * BLOCK_N;
-                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                if (u != blockIdx.x) l = unit_loads(sched, u);
+                for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
+                    // The ring's first round needs no wait: every stage starts empty.
+                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
                     mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
                     // NOTES: a box past M is zero-filled by TMA (slowly, NOTES v12; the general
                     // kernel moves such boxes up, this experiment does not).
-                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, t.row_base);
-                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, b_row);
+                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
+                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
                 }
             }
         }

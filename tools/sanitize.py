@@ -2,7 +2,7 @@
 path once on small shapes with M, N and K tails, each checked against the float64 reference.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize.py [--quantizer-only | --moe-only | --gemv-only | --wg3-only |
-                                                                                  --grouped-only]
+                                                                                  --grouped-only | --general-only]
 
 Exit status 1 if an output is wrong; the sanitizer's own exit code reports what it found."""
 import sys
@@ -30,6 +30,8 @@ CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it
     (300, 520, 1040, "bfloat16", Candidate(G, 16, 4, 8), "last row tile's A box moved up (capped at 64 rows)"),
     (5, 300, 1040, "float32", Candidate(G, 8, 6, 1, splits=2, swap_ab=True), "swap-AB, weight box moved up"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
+    (60, 300, 1040, "bfloat16", Candidate(G, 128, 4, 8), "a warpgroup wholly past M passes the issue-order barrier"),
+    (130, 520, 2064, "float16", Candidate(G, 128, 6, 8), "issue-order barrier: last row tile's second warpgroup idle"),
     (200, 300, 240, "bfloat16", Candidate("sm90_fp8_gemm_short_k", 128, 2, 1, block_m=128),
      "short-K, two K blocks (second partial), TMA store, M/N tails"),
     (70, 100, 112, "float32", Candidate("sm90_fp8_gemm_short_k", 32, 2, 1, block_m=64),
@@ -180,6 +182,8 @@ def main() -> int:
         return 1 if grouped_cases() + moe_case() else 0
     if "--gemv-only" in sys.argv:
         return 1 if run_cases(GEMV_CASES) else 0
+    if "--general-only" in sys.argv:
+        return 1 if run_cases([c for c in CASES if c not in GEMV_CASES + WG3_CASES]) else 0
     if "--wg3-only" in sys.argv:
         return 1 if run_cases(WG3_CASES) + grouped_cases(GROUPED_WG3, wg3=True) else 0
     bad = quantizer_cases()

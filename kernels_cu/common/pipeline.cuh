@@ -47,4 +47,18 @@ __device__ __forceinline__ void init_tma_ring(const TmaDescriptor* tmap_a, const
     fence_mbarrier_init();
 }
 
+/// For the producer thread of a kernel whose scheduler needs nothing the CTA computes (kEarly):
+/// build the scheduler and locate the first unit (blockIdx.x) before the CTA sync, so that the
+/// first TMA issues right after it (bench/NOTES.md session 14: ~1.1 us from kernel entry before).
+template <bool kEarly, typename Sched, typename Loads, typename MakeSched, typename LocateUnit>
+__device__ __forceinline__ void producer_early_start(bool is_producer, Sched& sched, Loads& first,
+                                                     const MakeSched& make_scheduler, const LocateUnit& unit_loads) {
+    if constexpr (kEarly) {
+        if (is_producer) {
+            sched = make_scheduler();
+            first = unit_loads(sched, blockIdx.x);
+        }
+    }
+}
+
 }  // namespace fp8gemm
