@@ -105,7 +105,9 @@ NO_SYNCWARP = {"""                        wgmma_fence_operands(acc);
 # Session 14 (ncu source counters: cuBLASLt's consumers pass a 256-thread named barrier around each
 # K block's wgmma issue, one warpgroup before it and the other after, so the two warpgroups issue
 # in a fixed order): the same ordering on our loops. Named barrier 4 (1-3 are taken). Only for
-# shapes without an idle warpgroup (no M tail): the skip path does not pass the barrier.
+# shapes without an idle warpgroup (no M tail): the skip path does not pass the barrier. These
+# edit the kernel as it was before v21 (run them from an archive of 1176d2e): v21 has the order
+# built in, and on it they would only add a second pass of the same barrier.
 ORDER_PRE = "if (math_wg == 1) named_barrier_sync(4, 256);\n"
 ORDER_POST = "if (math_wg == 0) named_barrier_sync(4, 256);\n"
 DOUBLE_ISSUE = "                        wgmma_fence_operands(acc);\n                        wgmma_fence();"
