@@ -221,7 +221,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // loads are the first stage's critical path, and holding them at the CTA sync while the
     // producer located its unit cost 2-6% (bench/NOTES.md session 14).
     const bool early_start = !kGrouped && num_splits == 1;
-    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread && early_start, producer_sched, producer_first,
+    producer_early_start<!kGrouped>(warp_idx == kProducerThread / 32 && early_start, producer_sched, producer_first,
                                     make_scheduler, unit_loads);
     __syncthreads();
     if (warpgroup_idx == 0) {

@@ -110,7 +110,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     };
     TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
     UnitLoads producer_first;
-    producer_early_start<!kGrouped>(threadIdx.x == kProducerThread, producer_sched, producer_first, make_scheduler,
+    producer_early_start<!kGrouped>(warp_idx == kProducerThread / 32, producer_sched, producer_first, make_scheduler,
                                     unit_loads);
     __syncthreads();
 

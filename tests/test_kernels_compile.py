@@ -156,6 +156,26 @@ def test_sass_uses_fp8_wgmma(tmp_path):
 
 @pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
                     reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@pytest.mark.parametrize("variant,targs,bound", [
+    ("sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true", "false"), 32),   # plain, TMA store
+    ("sm90_fp8_gemm_general", (8, 6, 0, 1, "false", "false", "true"), 24),     # swap-AB (split-K)
+    ("sm90_fp8_gemm_wg3", (128, 3, 0, 1, "true"), 16),
+], ids=["general", "general-swap-ab", "wg3"])
+def test_tma_producer_stays_on_uniform_datapath(tmp_path, variant, targs, bound):
+    """The TMA producer's loop keeps its coordinates and barrier addresses in uniform registers.
+    Values that ptxas cannot prove warp-uniform (e.g. merged out of a one-thread branch) push the
+    loop into vector registers with R2UR moves before every TMA issue: 90 R2UR in the general
+    kernel and 89 in wg3 in session 14 (bench/NOTES.md), against 18-24 and 6-10 when uniform."""
+    _compile(tmp_path, variant, targs)
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                          text=True).stdout
+    assert "UTMALDG" in sass, "no TMA load in the kernel"
+    count = len(re.findall(r"\bR2UR\b", sass))
+    assert count <= bound, f"{count} R2UR (at most {bound} expected): the producer left the uniform datapath"
+
+
+@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
+                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
 def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
     """The short-K kernel waits twice (DEPBAR 1, then 0) with block 0's promotion between them:
     the overlap its design rests on (ptxas once sank the promotion below the second wait)."""
