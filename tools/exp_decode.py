@@ -11,7 +11,9 @@ Variants of the general kernel (swap-AB, block_n 8 unless said): `new` is the so
 `fence` the source with the handshake's two __threadfence() of v13 back (FENCE),
 `noreduce` the source with the split-K handshake removed (each split stores its partial as C:
 wrong values, timing only: what the partial/fence/atomic/reduction chain costs).
-Usage: PYTHONPATH=. python tools/exp_decode.py [--iters 20] [--splits 1,2,4,8,16] [--versions new,noreduce]"""
+Usage: PYTHONPATH=. python tools/exp_decode.py [--iters 20] [--splits 1,2,4,8,16] [--versions new,noreduce]
+       [--shapes MxNxK,...]   (`new/disp` and `noreduce/disp`: the dispatcher's pick with and without
+       its split-K handshake, whichever variant and tile it is)"""
 import argparse
 
 import cupy
@@ -184,6 +186,7 @@ def main():
     ap.add_argument("--versions", default="old,new", help="of: " + ",".join(EDITS))
     ap.add_argument("--first-run-shapes", action="store_true", help="the shapes of the first run (session 9)")
     ap.add_argument("--timeline", action="store_true", help="per-phase times of the split-K kernel instead")
+    ap.add_argument("--shapes", help="MxNxK,... instead of the built-in list")
     args = ap.parse_args()
     if args.timeline:
         timeline([(1, 512, 4096), (1, 1536, 4096), (1, 4096, 4096)], [int(s) for s in args.splits.split(",")])
@@ -198,7 +201,10 @@ def main():
     orig_flatten = compiler.flatten
     print("M N K | roofline_us | empty one_load read | dispatcher (us) | " +
           " ".join(f"{v}/k{s}" for v in versions for s in split_list), flush=True)
-    for m, n, k in (OLD_SHAPES if args.first_run_shapes else SHAPES):
+    shapes = OLD_SHAPES if args.first_run_shapes else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in x.split("x")) for x in args.shapes.split(",")]
+    for m, n, k in shapes:
         case = random_case(m, n, k, seed=1)
         a, b, sa, sb = case.as_torch()
         st = lambda: StreamRef(torch.cuda.current_stream().cuda_stream)
