@@ -47,9 +47,13 @@ __device__ __forceinline__ void init_tma_ring(const TmaDescriptor* tmap_a, const
     fence_mbarrier_init();
 }
 
-/// For the producer thread of a kernel whose scheduler needs nothing the CTA computes (kEarly):
-/// build the scheduler and locate the first unit (blockIdx.x) before the CTA sync, so that the
-/// first TMA issues right after it (bench/NOTES.md session 14: ~1.1 us from kernel entry before).
+/// For the producer's whole warp, in a kernel whose scheduler needs nothing the CTA computes
+/// (kEarly): build the scheduler and locate the first unit (blockIdx.x) before the CTA sync, so
+/// that the first TMA issues right after it (bench/NOTES.md session 14: ~1.1 us from kernel entry
+/// before). NOTES: call it for all 32 lanes (a warp-uniform branch): computed by the producer lane
+/// alone, the values left a divergent branch, and ptxas kept the producer loop built on them in
+/// vector registers, moving four operands to uniform registers per TMA (session 15: R2UR 90 / 89
+/// against 24 / 7 in the general / wg3 kernel).
 template <bool kEarly, typename Sched, typename Loads, typename MakeSched, typename LocateUnit>
 __device__ __forceinline__ void producer_early_start(bool is_producer, Sched& sched, Loads& first,
                                                      const MakeSched& make_scheduler, const LocateUnit& unit_loads) {
