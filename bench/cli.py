@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import os
 import platform
 import subprocess
 import sys
@@ -25,7 +24,8 @@ from pathlib import Path
 
 from . import report
 from .moe import MODELS as MOE_MODELS, ROUTINGS as MOE_ROUTINGS, TOKENS as MOE_TOKENS
-from .peers import PEERS, available
+from .peers import PEERS, _first_line, available
+from .provenance import provenance
 
 QUICK_M = (1, 32, 128, 512, 4096)
 QUICK_NK = ((512, 4096), (1536, 4096), (4096, 1024), (8192, 256))
@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, help="write a PNG of speedup vs M per (N, K) (needs matplotlib)")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warm-workers", type=int, default=None,
+                   help="processes that warm DeepGEMM's JIT cache before timing (default: CPU count - 2, "
+                        "at most 12; 0: no warm-up, it then compiles on its first timed shape)")
     moe = p.add_argument_group("MoE layer (instead of the GEMM trace; see fp8gemm/bench/moe.py)")
     moe.add_argument("--moe", action="store_true", help="time fp8gemm.moe on DeepSeek-V4-Flash and -Pro")
     moe.add_argument("--moe-models", type=_name_list(MOE_MODELS), default=list(MOE_MODELS),
@@ -129,32 +132,6 @@ def resolve_shapes(args, prog: str = "fp8gemm-bench"):
     if bad:
         raise SystemExit(f"{prog}: K must be a positive multiple of 16 and N >= 1; bad: {bad[:5]}")
     return out
-
-
-def _git(*args):
-    try:
-        res = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
-
-
-def provenance() -> dict:
-    """Git revision and tree ids of kernels_cu/ and dispatch/ (env overrides for copied trees)."""
-    return {
-        "git_revision": os.environ.get("FP8GEMM_GIT_REV") or _git("rev-parse", "HEAD"),
-        "git_tree_kernels_cu": os.environ.get("FP8GEMM_TREE_KERNELS") or _git("rev-parse", "HEAD:kernels_cu"),
-        "git_tree_dispatch": os.environ.get("FP8GEMM_TREE_DISPATCH") or _git("rev-parse", "HEAD:dispatch"),
-        "git_dirty": _dirty(),
-    }
-
-
-def _dirty():
-    """True/False for a git checkout with/without uncommitted changes; None where git cannot tell
-    (a copied tree: then the FP8GEMM_GIT_* variables name the committed revision)."""
-    if os.environ.get("FP8GEMM_GIT_REV") or _git("rev-parse", "--git-dir") is None:
-        return None          # a copied tree: its .git (if any) does not describe the files that ran
-    return bool(_git("status", "--porcelain", "--untracked-files=no"))
 
 
 def environment() -> dict:
@@ -228,6 +205,23 @@ class Progress:
         if i == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def warm_deepgemm(jobs, workers):
+    """Warm DeepGEMM's kernel cache for these jobs (bench/warm.py) in parallel. Returns (the report
+    for the JSON, [(job, reason)] of the jobs that crashed a worker: those are not timed)."""
+    import json
+
+    from .warm import default_workers, warm
+
+    if not jobs or workers == 0:
+        return None, []
+    res = warm(jobs, workers or default_workers())
+    print(f"deepgemm warm-up: {res['jobs']} calls in {res['workers']} processes, {res['seconds']:.0f} s; "
+          f"{len(res['crashed'])} crashed, {len(res['raised'])} raised", file=sys.stderr)
+    for key, why in list(res["crashed"].items())[:10]:
+        print(f"  crashed: {key}: {why}", file=sys.stderr)
+    return res, [(json.loads(key), why) for key, why in res["crashed"].items()]
 
 
 def host_overhead_us(fn, calls: int = 30) -> float:
@@ -316,9 +310,10 @@ def host_floor(out_dtype: str) -> dict:
                       "cupy.ndarray of the output + CuPy's Cython cuLaunchKernel of the same prebuilt plan"}
 
 
-def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None):
+def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, crashed=None):
     """Time one shape: ours, then every available peer. Returns a report.Row. ``host_us``: the
-    host phase's results, if it ran."""
+    host phase's results, if it ran; ``crashed``: {peer: {(m, n, k): reason}} of the calls that
+    killed a warm-up worker, which are reported and not run here."""
     import cupy
     import torch
 
@@ -327,7 +322,7 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None):
     from fp8gemm.dispatch import select
     from fp8gemm.testing import as_float64, random_case
 
-    from .peers import PREPARE, Inputs
+    from .peers import PREPARE, Inputs, collect_calls
     from .timing import time_calls
 
     row = report.Row(m, n, k, args.out_dtype)
@@ -352,43 +347,29 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None):
         if not row.max_rel_err <= OURS_TOL[args.out_dtype]:
             notes.append(f"ours WRONG ({row.max_rel_err:.1e})")
 
-    peer_choice = {}
-    for peer in peers:
-        try:
-            prepared = PREPARE[peer](x)
-        except Exception as exc:
-            notes.append(f"{peer}: {type(exc).__name__}")
-            continue
-        if isinstance(prepared, str):
-            notes.append(f"{peer}: {prepared}")
-            continue
-        good = {}
-        for label, fn in prepared.items():
-            try:
-                res = fn()
-                torch.cuda.synchronize()
-            except Exception as exc:
-                msg = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
-                notes.append(f"{peer}/{label}: {type(exc).__name__} {msg}".strip())
-                continue
-            if ref is not None:
-                err = reference.rel_fro_error(as_float64(res), ref)
-                if not err <= PEER_TOL:
-                    notes.append(f"{peer}/{label}: wrong ({err:.1e})")
-                    continue
-            good[label] = fn
-        if any(not lb.endswith("/plain") for lb in good):
-            # the unpadded layout is a last resort: timed only when no padded one is right
-            good = {lb: fn for lb, fn in good.items() if not lb.endswith("/plain")}
-        if good:
-            peer_choice[peer] = list(good)
-            for label, fn in good.items():
-                fns[f"{peer}:{label}"] = fn
+    def check(res):
+        if ref is None:
+            return None
+        err = reference.rel_fro_error(as_float64(res), ref)
+        return None if err <= PEER_TOL else f"wrong ({err:.1e})"
+
+    live = [p for p in peers if not (crashed and crashed.get(p, {}).get((m, n, k)))]
+    for p in peers:
+        if p not in live:
+            notes.append(f"{p}: not timed, {crashed[p][(m, n, k)]}")
+    peer_fns, peer_choice, peer_notes = collect_calls(live, PREPARE, x, check, sync=torch.cuda.synchronize)
+    fns.update(peer_fns)
+    notes += peer_notes
 
     for fn in fns.values():   # warm-up: compile, autotune, allocate
         fn()
     torch.cuda.synchronize()
-    times = time_calls(fns, flush, args.iters)
+    try:
+        times = time_calls(fns, flush, args.iters)
+    except Exception as exc:          # a peer that checked out but fails under the profiler
+        notes.append(f"timing with the peers failed ({type(exc).__name__} {_first_line(exc)}): ours timed alone")
+        fns, peer_choice = {"ours": ours}, {}
+        times = time_calls(fns, flush, args.iters)
     row.ours_us = times["ours"]
     for peer in peers:
         labels = peer_choice.get(peer)
@@ -434,6 +415,10 @@ def main(argv=None) -> int:
     from .timing import L2Flush
 
     t0 = time.time()
+    warm_report, crashed = warm_deepgemm(
+        [{"kind": "deepgemm_gemm", "m": m, "n": n, "k": k} for m, n, k in sorted(shapes, key=lambda s: (s[1], s[2], s[0]))]
+        if "deepgemm" in peers and args.out_dtype == "bfloat16" else [], args.warm_workers)
+    crashed = {"deepgemm": {(j["m"], j["n"], j["k"]): why for j, why in crashed}}
     host_us = host_phase(shapes, args)
     floor = host_floor(args.out_dtype)
     print(f"host: fast path {floor['fast_path_us']:.1f} us per call, floor (allocate + launch) "
@@ -447,7 +432,8 @@ def main(argv=None) -> int:
     bar = Progress(len(shapes))
     for i, (m, n, k) in enumerate(shapes):
         bar.update(i, f"M={m} N={n} K={k}")
-        rows.append(report.fill_derived(bench_shape(m, n, k, args, flush, peers, args.variant, host_us), bw, peak))
+        rows.append(report.fill_derived(bench_shape(m, n, k, args, flush, peers, args.variant, host_us, crashed),
+                                        bw, peak))
     bar.update(len(shapes), "done")
 
     print(report.format_table(rows))
@@ -468,6 +454,8 @@ def main(argv=None) -> int:
                        "statistic": "median"},
             "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype, "host_floor": floor,
             **provenance(), "environment": environment()}
+    if warm_report:
+        meta["peer_warm"] = warm_report
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         report.write_csv(rows, args.csv)
@@ -481,10 +469,23 @@ def main(argv=None) -> int:
 
 def run_moe(args, argv) -> int:
     """--moe: the MoE layer table (moe.py) instead of the GEMM trace."""
+    import cupy
+
     from . import moe
+    from .peers import grouped_job_bytes
     from .timing import L2Flush
+    from .warm import default_workers, job_key
 
     t0 = time.time()
+    dg_why = available("deepgemm") if "deepgemm" in args.peers else "deepgemm not asked for (--peers)"
+    dg_note = None if dg_why is None else f"deepgemm not timed: {dg_why}"
+    jobs = moe.warm_jobs(args.moe_models, args.moe_tokens, args.moe_routings, args.seed) if dg_note is None else []
+    workers = args.warm_workers
+    if jobs and workers is None:      # each worker holds one model's weights: fit them all on the GPU
+        free = cupy.cuda.runtime.memGetInfo()[0]
+        workers = max(1, min(default_workers(), int(0.8 * free) // max(map(grouped_job_bytes, jobs))))
+    warm_report, crashed = warm_deepgemm(jobs, workers)
+    crashed = {job_key(job): why for job, why in crashed}
     flush = L2Flush()
     ceilings = measure_ceilings(flush, max(args.iters // 2, 5))
     bw, peak = ceilings["copy_bandwidth_bytes_per_s"], ceilings["fp8_dense_peak_flops"]
@@ -500,9 +501,7 @@ def run_moe(args, argv) -> int:
     rows = []
     for name in args.moe_models:
         rows += moe.run_model(name, moe.MODELS[name], args.moe_tokens, args.moe_routings, flush, bw, peak,
-                              args.iters, args.seed, progress)
-        import cupy
-
+                              args.iters, args.seed, progress, dg_note, crashed)
         cupy.get_default_memory_pool().free_all_blocks()      # the model's weights
     bar.update(total, "done")
     print(moe.format_table(rows))
@@ -525,6 +524,8 @@ def run_moe(args, argv) -> int:
                                      "each call, sum of all device activities per call", "iters": args.iters,
                            "statistic": "median"},
                 "ceilings": ceilings, "summary": summary, **provenance(), "environment": environment()}
+        if warm_report:
+            meta["peer_warm"] = warm_report
         import json
         (args.json or args.csv.with_suffix(".json")).write_text(json.dumps(meta, indent=1) + "\n")
     return 1 if summary["wrong"] else 0

@@ -19,8 +19,17 @@ so one expert takes most tokens and many get none), it times in the same run:
 * ``bound_us``: the layer's roofline from ceilings measured in the same run: the bytes of the active
   experts' weights, x and the output over the copy bandwidth, or the FLOPs over the FP8 peak,
   whichever is longer. ``max_gain`` = layer / bound: what no kernel, fused or not, could beat;
-* DeepGEMM's grouped GEMMs with the same glue where `deep_gemm` is installed (``notes`` says when
-  it is not).
+* ``l1_masked_us`` / ``l2_masked_us``: the same GEMMs through `fp8gemm.grouped_matmul_masked` on
+  [experts, max_m, K] rows (max_m: the largest expert's rows rounded up to 128), bf16 output;
+* where `deep_gemm` is installed, DeepGEMM's grouped GEMMs on the same rows and weights, each in
+  its own preferred layout (the copies into it are made outside the timing):
+  ``dg_l1_us`` / ``dg_l2_us``: `m_grouped_fp8_gemm_nt_contiguous` (each expert's rows padded to
+  128, `m_indices` with -1 on padding); ``dg_l1_masked_us`` / ``dg_l2_masked_us``:
+  `m_grouped_fp8_gemm_nt_masked` on the masked rows, ``expected_m`` = ceil(pairs / experts).
+  DeepGEMM has no layer of its own here (its contiguous layout needs other glue), so the layer
+  columns have no DeepGEMM twin. Every grouped result, ours and DeepGEMM's, is checked against
+  the float64 reference on three experts (the largest, a middle and the smallest non-empty one);
+  a peer that raises or is wrong is reported in ``notes`` and not timed.
 
 Timing as for the GEMM table: CUPTI device time of every kernel of a call, L2 flushed before each
 call, median of --iters. The layer's output is checked against the float64 reference
@@ -38,6 +47,7 @@ TOP_K = 6
 SKEW = 1.5            # skewed routing: expert of rank r (random order) drawn with weight 1 / r^SKEW
 CHECK_TOKENS = 1
 LAYER_TOL = 1e-2      # tests/test_moe_gpu.py derives this bound for the FP8-requantized intermediate
+GROUPED_TOL = 4e-3    # one grouped GEMM with bf16 output (the GEMM bench's bound)
 
 
 @dataclasses.dataclass
@@ -59,7 +69,13 @@ class MoeRow:
     l1_frac: float = float("nan")
     l2_us: float = float("nan")
     l2_frac: float = float("nan")
-    deepgemm_us: float | None = None
+    l1_masked_us: float | None = None
+    l2_masked_us: float | None = None
+    dg_l1_us: float | None = None
+    dg_l2_us: float | None = None
+    dg_l1_masked_us: float | None = None
+    dg_l2_masked_us: float | None = None
+    grouped_err: float | None = None
     rel_err: float | None = None
     notes: str = ""
 
@@ -130,22 +146,141 @@ def check_layer(x, xs, ids, w, w1, s1, w2, s2, got) -> float:
     return reference.rel_fro_error(cupy.asnumpy(as_float64(got)), want)
 
 
-def deepgemm_available() -> str | None:
-    import importlib.util
+def cases(tokens, experts: int, routings, seed: int):
+    """[(routing, tokens, topk ids [T, TOP_K] int32, topk weights [T, TOP_K] float32)], drawn in a
+    fixed order from ``seed`` (the warm-up and the timed run see the same routing)."""
+    import numpy as np
 
-    if importlib.util.find_spec("deep_gemm") is None:
-        return "deep_gemm not installed"
-    return "deep_gemm is installed, but its grouped baseline is not implemented here: not timed"
+    out = []
+    for routing in routings:
+        hrng = np.random.default_rng(seed + (routing == "skewed"))
+        for t in tokens:
+            ids = route(hrng, t, experts, routing)
+            wts = hrng.random((t, TOP_K)).astype(np.float32)
+            out.append((routing, t, ids, wts / wts.sum(axis=1, keepdims=True)))
+    return out
 
 
-def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progress=None):
+MASK_ALIGN = 128       # the masked layout's rows per expert: the largest count rounded up to this
+
+
+def masked_rows(counts) -> int:
+    return max(MASK_ALIGN, -(-int(max(counts)) // MASK_ALIGN) * MASK_ALIGN)
+
+
+def expected_m(pairs: int, experts: int) -> int:
+    """DeepGEMM's masked hint: the mean rows per expert, as its serving callers pass it."""
+    return max(1, -(-pairs // experts))
+
+
+def warm_jobs(models, tokens, routings, seed: int):
+    """bench/warm.py jobs for every DeepGEMM grouped call the run will make, sorted so that calls
+    sharing a kernel sit together."""
+    import numpy as np
+
+    jobs = []
+    for name in models:
+        experts, hidden, inter = MODELS[name]
+        for _, _, ids, _ in cases(tokens, experts, routings, seed):
+            counts = np.bincount(ids.reshape(-1), minlength=experts).tolist()
+            pairs = sum(counts)
+            for n, k in ((2 * inter, hidden), (hidden, inter)):
+                jobs += [_job(layout, n, k, counts, pairs, experts) for layout in ("contiguous", "masked")]
+    return sorted(jobs, key=lambda j: (j["kind"], j["n"], j["k"], sum(j["counts"])))
+
+
+def grouped_error(a, sa, w, s, counts, offsets, rows_of) -> float:
+    """Relative Frobenius error, against the float64 reference, of a grouped result on three
+    experts: the largest, a middle and the smallest non-empty one. ``rows_of(g)`` gives the
+    result's rows of expert g (any framework)."""
+    import cupy
+    import numpy as np
+
+    from fp8gemm import reference
+    from fp8gemm.testing import as_float64
+
+    live = [int(g) for g in np.argsort(counts, kind="stable") if counts[g] > 0]
+    pick = sorted({live[-1], live[len(live) // 2], live[0]})
+    got, want = [], []
+    for g in pick:
+        r0, r1 = int(offsets[g]), int(offsets[g + 1])
+        want.append(reference.matmul(a[r0:r1], w[g], sa[r0:r1], s[g], xp=cupy))
+        got.append(as_float64(rows_of(g)))
+    return reference.rel_fro_error(cupy.concatenate(got), cupy.concatenate(want))
+
+
+def _masked_copy(rows, counts, offsets, max_m: int, fill):
+    """[experts, max_m, ...] copy of contiguous ``rows`` (CuPy), ``fill`` past each expert's count."""
+    import cupy
+    import numpy as np
+
+    out = cupy.full((len(counts), max_m) + rows.shape[1:], fill, dtype=rows.dtype)
+    g = np.repeat(np.arange(len(counts)), counts)
+    r = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], counts)
+    out[cupy.asarray(g), cupy.asarray(r)] = rows
+    return out
+
+
+def _grouped_peer_calls(a, sa, a_m, sa_m, w, s, counts, offsets, counts_d, pairs, check, skip=()):
+    """DeepGEMM's contiguous and masked calls for one GEMM that ran and passed ``check``;
+    ({label: callable}, [notes]). Layouts in ``skip`` (they crashed a warm-up worker) are not
+    called at all."""
+    import torch
+
+    from .peers import _first_line, prepare_deepgemm_contiguous, prepare_deepgemm_masked
+
+    f8 = torch.float8_e4m3fn
+    ta, tsa = torch.from_dlpack(a).view(f8), torch.from_dlpack(sa)
+    tw, ts = torch.from_dlpack(w).view(f8), torch.from_dlpack(s)
+    calls, notes = {}, []
+
+    def contiguous_rows(res):
+        ours_order = reorder(res)
+        return lambda g: ours_order[offsets[g]:offsets[g + 1]]
+
+    if "contiguous" not in skip:
+        try:
+            call, reorder = prepare_deepgemm_contiguous(ta, tsa, tw, ts, counts)
+            calls["contiguous"] = (call, contiguous_rows)
+        except Exception as exc:
+            notes.append(f"deepgemm contiguous: {type(exc).__name__} {_first_line(exc)}")
+    if "masked" not in skip:
+        try:
+            call = prepare_deepgemm_masked(torch.from_dlpack(a_m).view(f8), torch.from_dlpack(sa_m), tw, ts,
+                                           torch.from_dlpack(counts_d), expected_m(pairs, len(counts)))
+            calls["masked"] = (call, lambda res: lambda g: res[g, :counts[g]])
+        except Exception as exc:
+            notes.append(f"deepgemm masked: {type(exc).__name__} {_first_line(exc)}")
+    good = {}
+    for label, (call, rows_fn) in calls.items():
+        try:
+            res = call()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            notes.append(f"deepgemm {label}: {type(exc).__name__} {_first_line(exc)}")
+            continue
+        bad = check(rows_fn(res))
+        if bad:
+            notes.append(f"deepgemm {label}: {bad}")
+        else:
+            good[label] = call
+    return good, notes
+
+
+def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progress=None, deepgemm=None,
+              crashed=None):
+    """The rows of one model. ``deepgemm``: None to time DeepGEMM's grouped GEMMs, else why not
+    (noted in every row); ``crashed``: warm-up job keys (bench/warm.py) not to run here."""
     import cupy
     import numpy as np
 
     import fp8gemm
+    from fp8gemm.output import NP_DTYPES
 
     from .timing import time_calls
+    from .warm import job_key
 
+    crashed = crashed or {}
     experts, hidden, inter = e_h_i
     grng = cupy.random.RandomState(seed)
     w1 = fp8_bytes((experts, 2 * inter, hidden), grng)
@@ -155,93 +290,151 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
           * (2.0 / (64 * hidden ** 0.5)))
     s2 = ((grng.random_sample((experts, hidden // 128, inter // 128), dtype=cupy.float32) + 0.5)
           * (2.0 / (64 * inter ** 0.5)))
-    deep_note = deepgemm_available()
+    bf16 = NP_DTYPES["bfloat16"]
     rows = []
-    for routing in routings:
-        hrng = np.random.default_rng(seed + (routing == "skewed"))
-        for t in tokens:
-            if progress:
-                progress(f"{name} {routing} T={t}")
-            ids = route(hrng, t, experts, routing)
-            counts = np.bincount(ids.reshape(-1), minlength=experts)
-            pairs = int(counts.sum())
-            row = MoeRow(name, routing, t, pairs, int((counts > 0).sum()), int(counts.max()))
-            x = fp8_bytes((t, hidden), grng)
-            xs = cupy.full((t, hidden // 128), 1.0 / 64, dtype=cupy.float32)
-            ids_d = cupy.asarray(ids)
-            wts = hrng.random((t, TOP_K)).astype(np.float32)
-            wts /= wts.sum(axis=1, keepdims=True)
-            w_d = cupy.asarray(wts)
-            offsets = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-            a1 = fp8_bytes((pairs, hidden), grng)
-            sa1 = cupy.full((pairs, hidden // 128), 1.0 / 64, dtype=cupy.float32)
-            a2 = fp8_bytes((pairs, inter), grng)
-            sa2 = cupy.full((pairs, inter // 128), 1.0 / 64, dtype=cupy.float32)
-            h = cupy.empty((pairs, 2 * inter), dtype=cupy.float32)
-            h16 = cupy.empty((pairs, 2 * inter), dtype=cupy.float16)    # bf16's bytes (CuPy has no bf16)
-            y16 = cupy.empty((pairs, hidden), dtype=cupy.float16)
+    for routing, t, ids, wts in cases(tokens, experts, routings, seed):
+        if progress:
+            progress(f"{name} {routing} T={t}")
+        counts = np.bincount(ids.reshape(-1), minlength=experts)
+        pairs = int(counts.sum())
+        row = MoeRow(name, routing, t, pairs, int((counts > 0).sum()), int(counts.max()))
+        x = fp8_bytes((t, hidden), grng)
+        xs = cupy.full((t, hidden // 128), 1.0 / 64, dtype=cupy.float32)
+        ids_d, w_d = cupy.asarray(ids), cupy.asarray(wts)
+        offsets_h = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        offsets = cupy.asarray(offsets_h)
+        counts_d = cupy.asarray(counts.astype(np.int32))
+        a1 = fp8_bytes((pairs, hidden), grng)
+        sa1 = cupy.full((pairs, hidden // 128), 1.0 / 64, dtype=cupy.float32)
+        a2 = fp8_bytes((pairs, inter), grng)
+        sa2 = cupy.full((pairs, inter // 128), 1.0 / 64, dtype=cupy.float32)
+        max_m = masked_rows(counts)
+        a1_m, sa1_m = _masked_copy(a1, counts, offsets_h, max_m, 0), _masked_copy(sa1, counts, offsets_h, max_m, 1)
+        a2_m, sa2_m = _masked_copy(a2, counts, offsets_h, max_m, 0), _masked_copy(sa2, counts, offsets_h, max_m, 1)
+        h = cupy.empty((pairs, 2 * inter), dtype=cupy.float32)
+        y1, y2 = cupy.ndarray((pairs, 2 * inter), bf16), cupy.ndarray((pairs, hidden), bf16)
+        y1_m, y2_m = cupy.ndarray((experts, max_m, 2 * inter), bf16), cupy.ndarray((experts, max_m, hidden), bf16)
 
-            def layer():
-                return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs)
+        def layer():
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs)
 
-            def fused():
-                return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=True)
+        def fused():
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=True)
 
-            def gemms():
-                fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False)
-                return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
+        def gemms():
+            fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False)
+            return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
 
-            def gemm_l1():
-                return fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h16)
+        gemm = {"l1": lambda: fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=y1),
+                "l2": lambda: fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y2),
+                "l1_masked": lambda: fp8gemm.grouped_matmul_masked(a1_m, w1, sa1_m, s1, counts_d, out=y1_m,
+                                                                    expected_rows=pairs),
+                "l2_masked": lambda: fp8gemm.grouped_matmul_masked(a2_m, w2, sa2_m, s2, counts_d, out=y2_m,
+                                                                    expected_rows=pairs)}
+        out = layer()
+        same = bool((out.view(cupy.uint16) == fused().view(cupy.uint16)).all())
+        gemms()
+        for fn in gemm.values():
+            fn()
+        cupy.cuda.Device().synchronize()
+        notes = [] if same else ["fused and unfused layers DIFFER (WRONG)"]
+        if t <= CHECK_TOKENS:
+            row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
+            if not row.rel_err <= LAYER_TOL:
+                notes.append(f"layer WRONG ({row.rel_err:.1e})")
+        layers = {"l1": (a1, sa1, w1, s1, y1, y1_m), "l2": (a2, sa2, w2, s2, y2, y2_m)}
+        errs = []
+        for lname, (a, sa, w, s, y, y_m) in layers.items():
+            errs.append(grouped_error(a, sa, w, s, counts, offsets_h,
+                                      lambda g, y=y: y[offsets_h[g]:offsets_h[g + 1]]))
+            errs.append(grouped_error(a, sa, w, s, counts, offsets_h, lambda g, y_m=y_m: y_m[g, :counts[g]]))
+        row.grouped_err = max(errs)
+        if not row.grouped_err <= GROUPED_TOL:
+            notes.append(f"grouped GEMM WRONG ({row.grouped_err:.1e})")
+        fns = {"layer": layer, "fused": fused, "gemms": gemms, **gemm}
+        if deepgemm is None:
+            for lname, (a, sa, w, s, _, _), (a_m, sa_m) in zip(layers, layers.values(),
+                                                              ((a1_m, sa1_m), (a2_m, sa2_m))):
+                n, k = w.shape[1], w.shape[2]
+                skip = {}
+                for lb in ("contiguous", "masked"):
+                    why = crashed.get(job_key(_job(lb, n, k, counts, pairs, experts)))
+                    if why:
+                        skip[lb] = why
+                        notes.append(f"deepgemm {lname} {lb}: not timed, {why}")
 
-            def gemm_l2():
-                return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y16)
+                def check(res, a=a, sa=sa, w=w, s=s):
+                    err = grouped_error(a, sa, w, s, counts, offsets_h, res)
+                    return None if err <= GROUPED_TOL else f"wrong ({err:.1e})"
 
-            out = layer()
-            same = bool((out.view(cupy.uint16) == fused().view(cupy.uint16)).all())
-            gemms(), gemm_l1(), gemm_l2()
-            cupy.cuda.Device().synchronize()
-            notes = [] if same else ["fused and unfused layers DIFFER (WRONG)"]
-            if t <= CHECK_TOKENS:
-                row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
-                if not row.rel_err <= LAYER_TOL:
-                    notes.append(f"layer WRONG ({row.rel_err:.1e})")
-            us = time_calls({"layer": layer, "fused": fused, "gemms": gemms, "l1": gemm_l1, "l2": gemm_l2},
-                            flush, iters)
-            row.layer_us, row.fused_us, row.gemms_us = us["layer"], us["fused"], us["gemms"]
-            row.l1_us, row.l2_us = us["l1"], us["l2"]
-            row.l1_frac = (gemm_roofline_us(row.active_experts, pairs, 2 * inter, hidden, bw, peak)
-                           + GEMM_SLACK_US) / row.l1_us
-            row.l2_frac = (gemm_roofline_us(row.active_experts, pairs, hidden, inter, bw, peak)
-                           + GEMM_SLACK_US) / row.l2_us
-            row.fused_gain = row.layer_us / row.fused_us
-            row.glue_us = row.layer_us - row.gemms_us
-            row.bound_us = bound_us(row.active_experts, pairs, t, e_h_i, bw, peak)
-            row.max_gain = row.layer_us / row.bound_us
-            if deep_note:
-                notes.append(deep_note)
-            row.notes = "; ".join(notes)
-            rows.append(row)
+                good, dg_notes = _grouped_peer_calls(a, sa, a_m, sa_m, w, s, counts, offsets_h, counts_d, pairs,
+                                                     check, skip)
+                notes += dg_notes
+                for lb, call in good.items():
+                    fns[f"dg_{lname}" + ("_masked" if lb == "masked" else "")] = call
+        else:
+            notes.append(deepgemm)
+        try:
+            us = time_calls(fns, flush, iters)
+        except Exception as exc:
+            notes.append(f"timing with DeepGEMM failed ({type(exc).__name__}): ours timed alone")
+            fns = {k: v for k, v in fns.items() if not k.startswith("dg_")}
+            us = time_calls(fns, flush, iters)
+        row.layer_us, row.fused_us, row.gemms_us = us["layer"], us["fused"], us["gemms"]
+        row.l1_us, row.l2_us = us["l1"], us["l2"]
+        row.l1_masked_us, row.l2_masked_us = us["l1_masked"], us["l2_masked"]
+        for key in ("dg_l1", "dg_l2", "dg_l1_masked", "dg_l2_masked"):
+            setattr(row, f"{key}_us", us.get(key))
+        row.l1_frac = (gemm_roofline_us(row.active_experts, pairs, 2 * inter, hidden, bw, peak)
+                       + GEMM_SLACK_US) / row.l1_us
+        row.l2_frac = (gemm_roofline_us(row.active_experts, pairs, hidden, inter, bw, peak)
+                       + GEMM_SLACK_US) / row.l2_us
+        row.fused_gain = row.layer_us / row.fused_us
+        row.glue_us = row.layer_us - row.gemms_us
+        row.bound_us = bound_us(row.active_experts, pairs, t, e_h_i, bw, peak)
+        row.max_gain = row.layer_us / row.bound_us
+        row.notes = "; ".join(notes)
+        rows.append(row)
     return rows
+
+
+def _job(layout: str, n: int, k: int, counts, pairs: int, experts: int) -> dict:
+    """The warm-up job (warm_jobs) of one DeepGEMM grouped call."""
+    counts = [int(c) for c in counts]
+    if layout == "contiguous":
+        return {"kind": "deepgemm_contiguous", "n": n, "k": k, "counts": counts}
+    return {"kind": "deepgemm_masked", "n": n, "k": k, "counts": counts, "max_m": masked_rows(counts),
+            "expected_m": expected_m(pairs, experts)}
+
+
+DG_PAIRS = (("l1", "dg_l1"), ("l2", "dg_l2"), ("l1_masked", "dg_l1_masked"), ("l2_masked", "dg_l2_masked"))
+
+
+def dg_speedup(row: MoeRow, ours: str, theirs: str):
+    """DeepGEMM's time / ours for one of DG_PAIRS (> 1: we are faster); None when not measured."""
+    a, b = getattr(row, f"{ours}_us"), getattr(row, f"{theirs}_us")
+    return b / a if (a and b and a == a and b == b) else None
 
 
 def format_table(rows) -> str:
     head = (f"{'model':6} {'routing':8} {'T':>5} {'pairs':>6} {'experts':>7} {'layer_us':>9} {'fused_us':>9} "
             f"{'fused_x':>7} {'gemms_us':>9} {'glue_us':>8} {'bound_us':>9} {'max_gain':>8} {'l1_frac':>7} "
-            f"{'l2_frac':>7} {'rel_err':>8}")
+            f"{'l2_frac':>7} {'dg/l1':>6} {'dg/l2':>6} {'dg/l1m':>6} {'dg/l2m':>6} {'rel_err':>8}")
     lines = [head]
     for r in rows:
         err = f"{r.rel_err:8.1e}" if r.rel_err is not None else " " * 8
+        dg = " ".join(f"{v:6.2f}" if v is not None else " " * 6
+                      for v in (dg_speedup(r, o, t) for o, t in DG_PAIRS))
         lines.append(f"{r.model:6} {r.routing:8} {r.tokens:5d} {r.pairs:6d} {r.active_experts:7d} "
                      f"{r.layer_us:9.1f} {r.fused_us:9.1f} {r.fused_gain:7.2f} "
                      f"{r.gemms_us:9.1f} {r.glue_us:8.1f} {r.bound_us:9.1f} "
-                     f"{r.max_gain:8.2f} {r.l1_frac:7.2f} {r.l2_frac:7.2f} {err}")
+                     f"{r.max_gain:8.2f} {r.l1_frac:7.2f} {r.l2_frac:7.2f} {dg} {err}")
     return "\n".join(lines)
 
 
 def summarize(rows) -> dict:
     def gm(vals):
-        vals = [v for v in vals if v == v and v > 0]
+        vals = [v for v in vals if v is not None and v == v and v > 0]
         return statistics.geometric_mean(vals) if vals else None
 
     out = {}
@@ -253,7 +446,11 @@ def summarize(rows) -> dict:
                       "fused_gain_geomean": gm([r.fused_gain for r in part]),
                       "max_gain_geomean": gm([r.max_gain for r in part]),
                       "bound_fraction_geomean": gm([r.bound_us / r.layer_us for r in part]),
-                      "gemm_fracs": [f for r in part for f in (r.l1_frac, r.l2_frac) if f == f]}
+                      "gemm_fracs": [f for r in part for f in (r.l1_frac, r.l2_frac) if f == f],
+                      "vs_deepgemm": {f"{o}": gm([dg_speedup(r, o, t) for r in part]) for o, t in DG_PAIRS},
+                      "slower_than_deepgemm": [f"{r.model} {r.routing} T={r.tokens} {o}" for r in part
+                                               for o, t in DG_PAIRS
+                                               if (dg_speedup(r, o, t) or 2.0) < 1.0]}
     out["wrong"] = [f"{r.model} {r.routing} T={r.tokens}" for r in rows if "WRONG" in r.notes]
     return out
 
@@ -277,5 +474,12 @@ def format_summary(summary: dict) -> str:
     if dec:
         lines.append(f"  grouped GEMMs alone at <= 128 tokens: {sum(f >= 0.8 for f in dec)} of {len(dec)} at >= 0.8 "
                      f"of roofline + {GEMM_SLACK_US:g} us (lowest {min(dec):.2f})")
+    for label in ("tokens<=128", "tokens>=1024", "all"):
+        s = summary[label]
+        vs = {k: v for k, v in s["vs_deepgemm"].items() if v is not None}
+        if s["shapes"] and vs:
+            lines.append(f"  vs DeepGEMM, {label:13} (its time / ours, geomean): "
+                         + ", ".join(f"{k} {v:.2f}x" for k, v in vs.items())
+                         + f"; slower on {len(s['slower_than_deepgemm'])} of {s['shapes'] * len(DG_PAIRS)}")
     lines.append(f"  wrong outputs: {', '.join(summary['wrong']) or 'none'}")
     return "\n".join(lines)

@@ -37,3 +37,15 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return f"fp8gemm GPU tests: {'enabled' if GPU_SKIP_REASON is None else 'SKIPPED - ' + GPU_SKIP_REASON}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the code that was tested in the log's last lines (bench/provenance.py), so that a
+    committed suite log can be matched with the benchmark results of the same tree."""
+    try:
+        from fp8gemm.bench.provenance import installed_hashes
+
+        h = installed_hashes()
+        terminalreporter.write_line(f"fp8gemm source_hash {h['source_hash']} host_code_hash {h['host_code_hash']}")
+    except Exception as exc:  # never fail a test run over its provenance line
+        terminalreporter.write_line(f"fp8gemm source_hash unavailable ({type(exc).__name__}: {exc})")

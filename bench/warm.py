@@ -1,0 +1,166 @@
+"""Warm a just-in-time peer's kernel cache in parallel before timing, and find the calls that crash.
+
+DeepGEMM compiles one kernel per new configuration with nvcc on its first call (5-10 s each; the
+whole GEMM trace about 400 s in one process). Before the timed run, ``warm`` runs every job once in
+several worker processes (DeepGEMM writes each kernel into its disk cache, ``DG_JIT_CACHE_DIR``, by
+an atomic rename, so workers share it safely) on zero-filled inputs; the timed run then loads them
+from disk. A worker that dies inside a job (a segfault, an abort) cannot take the bench with it: the
+parent records that job as crashed, starts a new worker for the rest of the slice, and the bench
+does not time that peer on that job.
+
+A job is a JSON-able dict with a ``kind`` naming a builder in ``peers.WARM_BUILDERS``; its key
+(``job_key``) is how the bench looks up the outcome.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORKER_TIMEOUT_S = 900        # one worker's whole slice
+MAX_RESTARTS = 8              # new workers after crashes, per warm() call
+
+
+def job_key(job: dict) -> str:
+    return json.dumps(job, sort_keys=True)
+
+
+def default_workers() -> int:
+    return max(1, min(12, (os.cpu_count() or 2) - 2))
+
+
+def _slices(jobs, workers: int):
+    """Contiguous runs of the jobs in their given order (callers sort jobs so that those sharing a
+    kernel sit together and compile once), one per worker."""
+    per = -(-len(jobs) // workers) if jobs else 0
+    return [jobs[i:i + per] for i in range(0, len(jobs), per)] if per else []
+
+
+def _read_status(path: Path):
+    """(indices started, indices done) from a worker's status file."""
+    started, done = [], set()
+    try:
+        for line in path.read_text().splitlines():
+            what, _, idx = line.partition(" ")
+            if what == "start":
+                started.append(int(idx))
+            elif what == "done":
+                done.add(int(idx))
+    except (OSError, ValueError):
+        pass
+    return started, done
+
+
+def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s: float = WORKER_TIMEOUT_S,
+         worker_module: str = "fp8gemm.bench.warm") -> dict:
+    """Run each job once in ``workers`` processes. Returns {"jobs", "workers", "seconds",
+    "crashed": {job_key: reason}, "raised": {job_key: message}}: ``crashed`` holds the jobs whose
+    worker died or hung inside them (and those left unwarmed when workers kept dying), which the
+    bench must not run in its own process; ``raised`` the jobs that raised a Python exception,
+    which the bench's own call will meet and report again."""
+    workers = workers or default_workers()
+    t0 = time.time()
+    failed: dict[str, str] = {}
+    raised: dict[str, str] = {}
+    pending = _slices(list(jobs), workers)
+    restarts = 0
+    with tempfile.TemporaryDirectory(prefix="fp8gemm-warm-") as tmp:
+        running = []
+        serial = 0
+
+        def launch(chunk):
+            nonlocal serial
+            serial += 1
+            jf, sf = Path(tmp) / f"jobs{serial}.json", Path(tmp) / f"status{serial}.txt"
+            jf.write_text(json.dumps(chunk))
+            sf.write_text("")
+            log = open(Path(tmp) / f"log{serial}.txt", "w")
+            proc = subprocess.Popen([python or sys.executable, "-m", worker_module, str(jf), str(sf)],
+                                    stdout=log, stderr=subprocess.STDOUT)
+            running.append((proc, chunk, sf, log, time.time()))
+
+        def log_tail(log):
+            try:
+                lines = Path(log.name).read_text(errors="replace").strip().splitlines()
+            except OSError:
+                return ""
+            return f": {lines[-1][:120]}" if lines else ""
+
+        for chunk in pending:
+            launch(chunk)
+        while running:
+            time.sleep(0.2)
+            for item in list(running):
+                proc, chunk, sf, log, started_at = item
+                rc = proc.poll()
+                if rc is None and time.time() - started_at < timeout_s:
+                    continue
+                if rc is None:
+                    proc.kill()
+                    proc.wait()
+                    rc = "timeout"
+                log.close()
+                running.remove(item)
+                started, done = _read_status(sf)
+                errors = _worker_errors(sf)
+                for idx, msg in errors.items():
+                    raised[job_key(chunk[idx])] = msg
+                if rc == 0:
+                    continue
+                tail = log_tail(log)
+                if not started:      # it never reached a job (import failure): no retry
+                    for job in chunk:
+                        failed.setdefault(job_key(job), f"warm-up worker failed to start (rc={rc}{tail})")
+                    continue
+                last = started[-1]
+                if last not in done and last not in errors:
+                    failed[job_key(chunk[last])] = f"crashed in the warm-up worker (rc={rc}{tail})"
+                rest = chunk[last + 1:]
+                if rest and restarts < MAX_RESTARTS:
+                    restarts += 1
+                    launch(rest)
+                else:
+                    for job in rest:
+                        failed.setdefault(job_key(job), f"not warmed: workers kept dying (rc={rc})")
+    return {"jobs": len(jobs), "workers": workers, "seconds": round(time.time() - t0, 1), "crashed": failed,
+            "raised": raised}
+
+
+def _worker_errors(status: Path) -> dict:
+    """{job index: message} for the jobs a worker reported as raising."""
+    out = {}
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("error "):
+                idx, _, msg = line[6:].partition(" ")
+                out[int(idx)] = msg
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def worker(jobs_file: str, status_file: str, builders=None) -> int:
+    """Run each job of ``jobs_file`` once, logging ``start i`` / ``done i`` / ``error i msg`` lines
+    (flushed one by one, so a crash leaves the job it died in behind)."""
+    if builders is None:
+        from .peers import WARM_BUILDERS as builders
+    jobs = json.loads(Path(jobs_file).read_text())
+    with open(status_file, "a", buffering=1) as st:
+        for i, job in enumerate(jobs):
+            st.write(f"start {i}\n")
+            try:
+                builders[job["kind"]](job)
+            except Exception as exc:
+                msg = " ".join(str(exc).split())[:160]
+                st.write(f"error {i} {type(exc).__name__}: {msg}\n")
+                continue
+            st.write(f"done {i}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker(*sys.argv[1:3]))
