@@ -20,7 +20,9 @@ so one expert takes most tokens and many get none), it times in the same run:
   experts' weights, x and the output over the copy bandwidth, or the FLOPs over the FP8 peak,
   whichever is longer. ``max_gain`` = layer / bound: what no kernel, fused or not, could beat;
 * ``l1_masked_us`` / ``l2_masked_us``: the same GEMMs through `fp8gemm.grouped_matmul_masked` on
-  [experts, max_m, K] rows (max_m: the largest expert's rows rounded up to 128), bf16 output;
+  [experts, max_m, K] rows (max_m: the largest expert's rows rounded up to 128), bf16 output; a
+  decode layout, so not timed where its buffers would pass 12 GiB (``masked_fits``: skewed
+  routing from 1024-2048 tokens, where one expert holds most rows);
 * where `deep_gemm` is installed, DeepGEMM's grouped GEMMs on the same rows and weights, each in
   its own preferred layout (the copies into it are made outside the timing):
   ``dg_l1_us`` / ``dg_l2_us``: `m_grouped_fp8_gemm_nt_contiguous` (each expert's rows padded to
@@ -168,6 +170,19 @@ def masked_rows(counts) -> int:
     return max(MASK_ALIGN, -(-int(max(counts)) // MASK_ALIGN) * MASK_ALIGN)
 
 
+MASKED_BYTES = 12 << 30
+
+
+def masked_fits(counts, e_h_i) -> bool:
+    """Whether the masked layout is timed. It is a decode layout, [experts, max_m] rows for every
+    expert alike, so under skewed routing at prefill sizes (one expert with thousands of rows) it
+    holds tens of times the routed rows (80 GB for V4-Flash at 8192 skewed tokens, counting both
+    GEMMs' inputs and our and DeepGEMM's outputs). Timed while those stay within MASKED_BYTES."""
+    experts, hidden, inter = e_h_i
+    per_row = hidden + inter + 2 * 2 * (2 * inter + hidden)
+    return len(counts) * masked_rows(counts) * per_row <= MASKED_BYTES
+
+
 def expected_m(pairs: int, experts: int) -> int:
     """DeepGEMM's masked hint: the mean rows per expert, as its serving callers pass it."""
     return max(1, -(-pairs // experts))
@@ -184,8 +199,9 @@ def warm_jobs(models, tokens, routings, seed: int):
         for _, _, ids, _ in cases(tokens, experts, routings, seed):
             counts = np.bincount(ids.reshape(-1), minlength=experts).tolist()
             pairs = sum(counts)
+            layouts = ("contiguous", "masked") if masked_fits(counts, MODELS[name]) else ("contiguous",)
             for n, k in ((2 * inter, hidden), (hidden, inter)):
-                jobs += [_job(layout, n, k, counts, pairs, experts) for layout in ("contiguous", "masked")]
+                jobs += [_job(layout, n, k, counts, pairs, experts) for layout in layouts]
     return sorted(jobs, key=lambda j: (j["kind"], j["n"], j["k"], sum(j["counts"])))
 
 
@@ -308,12 +324,16 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         sa1 = cupy.full((pairs, hidden // 128), 1.0 / 64, dtype=cupy.float32)
         a2 = fp8_bytes((pairs, inter), grng)
         sa2 = cupy.full((pairs, inter // 128), 1.0 / 64, dtype=cupy.float32)
-        max_m = masked_rows(counts)
-        a1_m, sa1_m = _masked_copy(a1, counts, offsets_h, max_m, 0), _masked_copy(sa1, counts, offsets_h, max_m, 1)
-        a2_m, sa2_m = _masked_copy(a2, counts, offsets_h, max_m, 0), _masked_copy(sa2, counts, offsets_h, max_m, 1)
+        masked = masked_fits(counts, e_h_i)
+        a1_m = sa1_m = a2_m = sa2_m = y1_m = y2_m = None
+        if masked:
+            max_m = masked_rows(counts)
+            a1_m, sa1_m = _masked_copy(a1, counts, offsets_h, max_m, 0), _masked_copy(sa1, counts, offsets_h, max_m, 1)
+            a2_m, sa2_m = _masked_copy(a2, counts, offsets_h, max_m, 0), _masked_copy(sa2, counts, offsets_h, max_m, 1)
+            y1_m = cupy.ndarray((experts, max_m, 2 * inter), bf16)
+            y2_m = cupy.ndarray((experts, max_m, hidden), bf16)
         h = cupy.empty((pairs, 2 * inter), dtype=cupy.float32)
         y1, y2 = cupy.ndarray((pairs, 2 * inter), bf16), cupy.ndarray((pairs, hidden), bf16)
-        y1_m, y2_m = cupy.ndarray((experts, max_m, 2 * inter), bf16), cupy.ndarray((experts, max_m, hidden), bf16)
 
         def layer():
             return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs)
@@ -331,13 +351,18 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
                                                                     expected_rows=pairs),
                 "l2_masked": lambda: fp8gemm.grouped_matmul_masked(a2_m, w2, sa2_m, s2, counts_d, out=y2_m,
                                                                     expected_rows=pairs)}
+        if not masked:
+            del gemm["l1_masked"], gemm["l2_masked"]
+            notes_masked = [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
+        else:
+            notes_masked = []
         out = layer()
         same = bool((out.view(cupy.uint16) == fused().view(cupy.uint16)).all())
         gemms()
         for fn in gemm.values():
             fn()
         cupy.cuda.Device().synchronize()
-        notes = [] if same else ["fused and unfused layers DIFFER (WRONG)"]
+        notes = notes_masked + ([] if same else ["fused and unfused layers DIFFER (WRONG)"])
         if t <= CHECK_TOKENS:
             row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
             if not row.rel_err <= LAYER_TOL:
@@ -347,7 +372,8 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         for lname, (a, sa, w, s, y, y_m) in layers.items():
             errs.append(grouped_error(a, sa, w, s, counts, offsets_h,
                                       lambda g, y=y: y[offsets_h[g]:offsets_h[g + 1]]))
-            errs.append(grouped_error(a, sa, w, s, counts, offsets_h, lambda g, y_m=y_m: y_m[g, :counts[g]]))
+            if masked:
+                errs.append(grouped_error(a, sa, w, s, counts, offsets_h, lambda g, y_m=y_m: y_m[g, :counts[g]]))
         row.grouped_err = max(errs)
         if not row.grouped_err <= GROUPED_TOL:
             notes.append(f"grouped GEMM WRONG ({row.grouped_err:.1e})")
@@ -356,8 +382,8 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             for lname, (a, sa, w, s, _, _), (a_m, sa_m) in zip(layers, layers.values(),
                                                               ((a1_m, sa1_m), (a2_m, sa2_m))):
                 n, k = w.shape[1], w.shape[2]
-                skip = {}
-                for lb in ("contiguous", "masked"):
+                skip = {} if masked else {"masked": "masked layout not timed at this routing (masked_fits)"}
+                for lb in ("contiguous", "masked")[:2 if masked else 1]:
                     why = crashed.get(job_key(_job(lb, n, k, counts, pairs, experts)))
                     if why:
                         skip[lb] = why
@@ -382,7 +408,7 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             us = time_calls(fns, flush, iters)
         row.layer_us, row.fused_us, row.gemms_us = us["layer"], us["fused"], us["gemms"]
         row.l1_us, row.l2_us = us["l1"], us["l2"]
-        row.l1_masked_us, row.l2_masked_us = us["l1_masked"], us["l2_masked"]
+        row.l1_masked_us, row.l2_masked_us = us.get("l1_masked"), us.get("l2_masked")
         for key in ("dg_l1", "dg_l2", "dg_l1_masked", "dg_l2_masked"):
             setattr(row, f"{key}_us", us.get(key))
         row.l1_frac = (gemm_roofline_us(row.active_experts, pairs, 2 * inter, hidden, bw, peak)
@@ -395,7 +421,23 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         row.max_gain = row.layer_us / row.bound_us
         row.notes = "; ".join(notes)
         rows.append(row)
+        fns = gemm = layers = a1_m = sa1_m = a2_m = sa2_m = y1_m = y2_m = None     # noqa: F841 (closures)
+        _free_pools()
     return rows
+
+
+def _free_pools():
+    """Hand the row's buffers back (CuPy's pool and torch's cache) so that rows of other sizes
+    do not pile up on the GPU."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        import torch
+
+        torch.cuda.empty_cache()
+    except ImportError:
+        pass
 
 
 def _job(layout: str, n: int, k: int, counts, pairs: int, experts: int) -> dict:
