@@ -10,8 +10,8 @@
 # cache in parallel before timing. Then fp8gemm is installed from this checkout and:
 #   gemm   fp8gemm-bench over the built-in trace    -> h200.csv / .json / .png, h200_stdout.txt
 #   moe    fp8gemm-bench --moe                       -> h200_moe.csv / .json, h200_moe_stdout.txt
-#   suite  the whole test suite                      -> h200_suite.txt (the log's last lines; they
-#          name the same source hash as the JSONs), h200_suite_full.log
+#   suite  the whole test suite                      -> h200_suite.txt (its log, whose last lines
+#          name the same source hash as the JSONs)
 # all written to $RESULTS (default /tmp/fp8gemm-results), packed at the end into $OUT/results.tgz
 # when $OUT is set (the device machine returns few files: one archive). BENCH_ARGS / MOE_ARGS /
 # PYTEST_ARGS add arguments (e.g. BENCH_ARGS=--quick).
@@ -53,8 +53,8 @@ for step in $steps; do
     python3 -m pytest tests -q -rs -p no:cacheprovider $PYTEST_ARGS > "$RESULTS/h200_suite_full.log" 2>&1
     echo "rc=$?"
     { echo "# fp8gemm GPU test suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(head -2 "$RESULTS/gpu.txt" | tail -1)"
-      echo "# python3 -m pytest tests -q -rs (tools/h200_results.sh); the last lines of its log:"
-      tail -45 "$RESULTS/h200_suite_full.log"; } > "$RESULTS/h200_suite.txt"
+      echo "# python3 -m pytest tests -q -rs (tools/h200_results.sh); its whole log:"
+      cat "$RESULTS/h200_suite_full.log"; } > "$RESULTS/h200_suite.txt"
     tail -4 "$RESULTS/h200_suite.txt" ;;
   *) echo "unknown step $step (gemm, moe, suite)"; exit 2 ;;
   esac
