@@ -512,12 +512,7 @@ def run_moe(args, argv) -> int:
           f"CUPTI device time, median of {args.iters}")
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=moe.FIELDS)
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v))
-                            for k, v in vars(r).items()})
+        moe.write_csv(rows, args.csv)
         meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
                 "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "

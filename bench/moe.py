@@ -83,6 +83,34 @@ class MoeRow:
 
 
 FIELDS = [f.name for f in dataclasses.fields(MoeRow)]
+_TEXT = ("model", "routing", "notes")
+_INTS = ("tokens", "pairs", "active_experts", "max_expert_rows")
+
+
+def write_csv(rows, path) -> None:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v))
+                        for k, v in vars(r).items()})
+
+
+def read_csv(path):
+    """The rows of a ``--moe`` CSV (so that its summary can be recomputed from a committed run)."""
+    import csv
+
+    rows = []
+    with open(path) as f:
+        for rec in csv.DictReader(f):
+            kw = {}
+            for name in FIELDS:
+                v = rec.get(name, "")
+                kw[name] = v if name in _TEXT else int(v) if name in _INTS else (float(v) if v != "" else None)
+            rows.append(MoeRow(**kw))
+    return rows
 
 
 def route(rng, tokens: int, experts: int, routing: str):
@@ -526,3 +554,9 @@ def format_summary(summary: dict) -> str:
                          + f"; slower on {len(s['slower_than_deepgemm'])} of {s['deepgemm_pairs']} GEMMs")
     lines.append(f"  wrong outputs: {', '.join(summary['wrong']) or 'none'}")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":        # python -m fp8gemm.bench.moe RESULTS.csv: its summary again
+    import sys
+
+    print(format_summary(summarize(read_csv(sys.argv[1]))))

@@ -137,3 +137,14 @@ def test_moe_table_and_summary_with_deepgemm():
     assert "flash uniform T=8192 l1" in s["all"]["slower_than_deepgemm"]
     text = moe.format_summary(s) + "\n" + moe.format_table(rows)
     assert "vs DeepGEMM" in text and "  0.50" in text and "  2.00" in text
+
+
+def test_moe_csv_round_trip(tmp_path):
+    row = moe.MoeRow("pro", "skewed", 8192, 49152, 384, 7972, layer_us=13267.6, fused_us=14232.0, fused_gain=0.93,
+                     gemms_us=15157.5, glue_us=-1889.9, bound_us=5951.4, max_gain=2.23, l1_us=9624.4, l1_frac=0.43,
+                     l2_us=5000.0, l2_frac=0.48, dg_l1_us=8329.1, dg_l2_us=4400.0, grouped_err=1.67e-3,
+                     notes="masked layout not timed: 384 x 8064 rows for 49152 pairs")
+    moe.write_csv([row], tmp_path / "m.csv")
+    back = moe.read_csv(tmp_path / "m.csv")
+    assert back[0] == row
+    assert moe.summarize(back)["all"]["deepgemm_pairs"] == 2
