@@ -391,6 +391,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.iters < 5:
         raise SystemExit("fp8gemm-bench: --iters must be at least 5")
+    if args.warm_workers is not None and args.warm_workers < 0:
+        raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve_shapes(args)
     try:
         import cupy

@@ -29,7 +29,7 @@ TABLE_SUFFIXES = (".json",)
 HOST_SUFFIXES = (".py",)
 
 
-def _files(root, suffixes):
+def _files(root, suffixes, recursive=True):
     """(relative posix path, traversable) of every file under ``root`` ending in ``suffixes``,
     sorted; ``root`` is a Path or an importlib.resources Traversable."""
     out, stack = [], [("", root)]
@@ -38,7 +38,7 @@ def _files(root, suffixes):
         for child in node.iterdir():
             rel = f"{prefix}{child.name}"
             if child.is_dir():
-                if child.name != "__pycache__":
+                if recursive and child.name != "__pycache__":
                     stack.append((rel + "/", child))
             elif child.name.endswith(suffixes):
                 out.append((rel, child))
@@ -46,11 +46,11 @@ def _files(root, suffixes):
 
 
 def digest(roots_and_suffixes) -> tuple[str, int]:
-    """(hex SHA-256, file count) over [(label, root, suffixes)]: each file contributes its label,
-    relative path and the SHA-256 of its bytes."""
+    """(hex SHA-256, file count) over [(label, root, suffixes[, recursive])]: each file contributes
+    its label, relative path and the SHA-256 of its bytes."""
     h, count = hashlib.sha256(), 0
-    for label, root, suffixes in roots_and_suffixes:
-        for rel, node in _files(root, suffixes):
+    for label, root, suffixes, *rest in roots_and_suffixes:
+        for rel, node in _files(root, suffixes, *rest):
             h.update(f"{label}/{rel}\0{hashlib.sha256(node.read_bytes()).hexdigest()}\n".encode())
             count += 1
     return h.hexdigest(), count
@@ -64,7 +64,10 @@ def hashes(kernels, dispatch, host=None) -> dict:
            "kernels_hash": digest([("kernels_cu", kernels, KERNEL_SUFFIXES)])[0],
            "dispatch_table_hash": digest([("dispatch", dispatch, TABLE_SUFFIXES)])[0]}
     if host is not None:
-        out["host_code_hash"] = digest([("fp8gemm", host, HOST_SUFFIXES), ("dispatch", dispatch, HOST_SUFFIXES)])[0]
+        # the package folder's own modules only: installed, it also holds kernels_cu/, dispatch/
+        # and bench/ (pyproject's package-dir), which a checkout keeps beside it
+        out["host_code_hash"] = digest([("fp8gemm", host, HOST_SUFFIXES, False),
+                                        ("dispatch", dispatch, HOST_SUFFIXES)])[0]
     return out
 
 

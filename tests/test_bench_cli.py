@@ -175,3 +175,9 @@ def test_moe_bound_and_summary():
     assert "1 of 2 at >= 0.8 of roofline + 2 us (lowest 0.78)" in moe.format_summary(s)
     text = moe.format_summary(s) + "\n" + moe.format_table(rows)
     assert "flash uniform T=4096" in text and "2600.0" in text
+
+
+def test_warm_workers_must_not_be_negative():
+    with pytest.raises(SystemExit, match="--warm-workers"):
+        cli.main(["--warm-workers", "-1", "--quick"])
+    assert parse("--warm-workers", "0").warm_workers == 0 and parse().warm_workers is None

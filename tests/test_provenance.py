@@ -91,3 +91,13 @@ def test_provenance_record():
     assert rec["fp8gemm_version"] == fp8gemm.__version__
     assert rec["source_hash"] == provenance.tree_hashes(ROOT)["source_hash"]
     assert set(rec) >= {"git_revision", "git_dirty", "kernels_hash", "dispatch_table_hash", "host_code_hash"}
+
+
+def test_installed_layout_hashes_like_the_checkout(tmp_path):
+    """pip install puts kernels_cu/, dispatch/ and bench/ inside the fp8gemm package folder
+    (pyproject's package-dir); the hashes must not see them twice or differently."""
+    pkg = tmp_path / "site" / "fp8gemm"
+    shutil.copytree(ROOT / "fp8gemm", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("kernels_cu", "dispatch", "bench"):
+        shutil.copytree(ROOT / sub, pkg / sub, ignore=shutil.ignore_patterns("__pycache__", "results", "*.md"))
+    assert provenance.hashes(pkg / "kernels_cu", pkg / "dispatch", pkg) == provenance.tree_hashes(ROOT)
