@@ -374,16 +374,14 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
 
         gemm = {"l1": lambda: fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=y1),
-                "l2": lambda: fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y2),
-                "l1_masked": lambda: fp8gemm.grouped_matmul_masked(a1_m, w1, sa1_m, s1, counts_d, out=y1_m,
-                                                                    expected_rows=pairs),
-                "l2_masked": lambda: fp8gemm.grouped_matmul_masked(a2_m, w2, sa2_m, s2, counts_d, out=y2_m,
-                                                                    expected_rows=pairs)}
-        if not masked:
-            del gemm["l1_masked"], gemm["l2_masked"]
-            notes_masked = [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
-        else:
-            notes_masked = []
+                "l2": lambda: fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y2)}
+        if masked:
+            gemm["l1_masked"] = lambda: fp8gemm.grouped_matmul_masked(a1_m, w1, sa1_m, s1, counts_d, out=y1_m,
+                                                                       expected_rows=pairs)
+            gemm["l2_masked"] = lambda: fp8gemm.grouped_matmul_masked(a2_m, w2, sa2_m, s2, counts_d, out=y2_m,
+                                                                       expected_rows=pairs)
+        notes_masked = [] if masked else \
+            [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
         out = layer()
         same = bool((out.view(cupy.uint16) == fused().view(cupy.uint16)).all())
         gemms()

@@ -41,18 +41,22 @@ def _slices(jobs, workers: int):
 
 
 def _read_status(path: Path):
-    """(indices started, indices done) from a worker's status file."""
-    started, done = [], set()
+    """(indices started, indices done, {index: message} of those that raised) from a worker's
+    status file."""
+    started, done, errors = [], set(), {}
     try:
         for line in path.read_text().splitlines():
-            what, _, idx = line.partition(" ")
+            what, _, rest = line.partition(" ")
+            idx, _, msg = rest.partition(" ")
             if what == "start":
                 started.append(int(idx))
             elif what == "done":
                 done.add(int(idx))
+            elif what == "error":
+                errors[int(idx)] = msg
     except (OSError, ValueError):
         pass
-    return started, done
+    return started, done, errors
 
 
 def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s: float = WORKER_TIMEOUT_S,
@@ -105,8 +109,7 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
                     rc = "timeout"
                 log.close()
                 running.remove(item)
-                started, done = _read_status(sf)
-                errors = _worker_errors(sf)
+                started, done, errors = _read_status(sf)
                 for idx, msg in errors.items():
                     raised[job_key(chunk[idx])] = msg
                 if rc == 0:
@@ -128,19 +131,6 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
                         failed.setdefault(job_key(job), f"not warmed: workers kept dying (rc={rc})")
     return {"jobs": len(jobs), "workers": workers, "seconds": round(time.time() - t0, 1), "crashed": failed,
             "raised": raised}
-
-
-def _worker_errors(status: Path) -> dict:
-    """{job index: message} for the jobs a worker reported as raising."""
-    out = {}
-    try:
-        for line in status.read_text().splitlines():
-            if line.startswith("error "):
-                idx, _, msg = line[6:].partition(" ")
-                out[int(idx)] = msg
-    except (OSError, ValueError):
-        pass
-    return out
 
 
 def worker(jobs_file: str, status_file: str, builders=None) -> int:
