@@ -288,13 +288,13 @@ def host_floor(out_dtype: str) -> dict:
     from cupy_backends.cuda.api.driver import launchKernel
 
     import fp8gemm
-    from fp8gemm import api, output
+    from fp8gemm import output, plans
     from fp8gemm.testing import random_case
 
     case = random_case(64, 4096, 4096, seed=1)
     args = (case.a, case.b, case.a_scale, case.b_scale)
     fp8gemm.matmul(*args, out_dtype=out_dtype)
-    problem, runner, _ = api._plans[api._plan_key(api.CUPY, out_dtype, *args)]
+    problem, runner, _ = plans.PLANS[plans.plan_key("matmul", "cupy", out_dtype, *args)]
     stream = cupy.cuda.get_current_stream().ptr
     dtype = output.NP_DTYPES[problem.out_dtype]
     prefix, params = runner.launch_prefix, runner.params.address

@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from fp8gemm.dispatch.selector import OUT_BYTES
+from fp8gemm.dtypes import OUT_BYTES
 
 from .peers import PEERS
 

@@ -16,8 +16,9 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-MAX_SMEM_PER_BLOCK = 232448   # mirrors fp8gemm/hw.py (kept import-free of the package)
-SCALE_BLOCK = 128
+from ..dtypes import OUT_BYTES
+from ..hw import MAX_SMEM_PER_BLOCK, SCALE_BLOCK
+
 DEFAULT_NUM_SMS = 132         # H100 SXM / H200; the launcher passes the device's own count
 
 GENERAL = "sm90_fp8_gemm_general"
@@ -57,7 +58,6 @@ SWAP_FALLBACK_BLOCK_NS = (8, 16, 32)        # the fallback's choices (64 measure
 SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
 
 
-OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def general_staging_bytes(block_n: int, out_dtype: str, swap_ab: bool = False) -> int:

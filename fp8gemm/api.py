@@ -1,10 +1,11 @@
 """The public matmul: intake -> validate -> dispatch -> launch -> output."""
 from __future__ import annotations
 
-from . import output
+from . import output, plans
 from .dispatch import Candidate, GemmDesc, is_valid, select, smem_bytes_of
-from .intake import CUPY, JAX, TORCH, framework_of, intake
+from .intake import CUPY, TORCH, framework_of, intake
 from .launcher import plan, sm_count
+from .plans import PLANS, execute, plan_key, remember
 from .validate import check_block_size, out_row_stride, validate_gemm
 
 
@@ -32,11 +33,11 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     """
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
-    cls = _cupy_ndarray
+    cls = plans.cupy_ndarray
     if (type(a) is cls and type(b) is cls and type(a_scale) is cls and type(b_scale) is cls
             and out is None and config is None and (out_dtype is None or type(out_dtype) is str)):
-        # The CuPy fast path (host overhead, issue 6): the key _plan_key builds, as one literal.
-        entry = _plans.get((CUPY, out_dtype, a.data.ptr, a.shape, a.strides, a.dtype,
+        # The CuPy fast path: the key plan_key builds (tagged "matmul"), as one literal.
+        entry = PLANS.get(("matmul", CUPY, out_dtype, a.data.ptr, a.shape, a.strides, a.dtype,
                             b.data.ptr, b.shape, b.strides, b.dtype,
                             a_scale.data.ptr, a_scale.shape, a_scale.strides, a_scale.dtype,
                             b_scale.data.ptr, b_scale.shape, b_scale.strides, b_scale.dtype))
@@ -56,14 +57,14 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
     key = None
     if config is None and framework in (CUPY, TORCH):
         if out is None:
-            key = _plan_key(framework, out_dtype, a, b, a_scale, b_scale)
+            key = plan_key("matmul", framework, out_dtype, a, b, a_scale, b_scale)
         else:
-            key = _plan_key(framework, out_dtype, a, b, a_scale, b_scale, out)
-        entry = _plans.get(key) if key is not None else None
+            key = plan_key("matmul", framework, out_dtype, a, b, a_scale, b_scale, out)
+        entry = PLANS.get(key) if key is not None else None
         if entry is not None:
             problem, runner, out_ptr = entry
             if out is None:
-                return _execute(framework, stream_for, problem, runner, None, None)
+                return execute(framework, stream_for, problem, runner, None, None)
             if runner is not None:
                 runner.run(out_ptr, stream_for(problem.device))
             return out
@@ -81,10 +82,8 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
         ldc, aligned = out_row_stride(tout, problem.n) if problem.m > 0 else problem.n, tout.ptr % 16 == 0
     runner = plan_problem(problem, config, ldc, aligned)
     if key is not None:
-        if len(_plans) >= MAX_PLANS:
-            _plans.clear()
-        _plans[key] = (problem, runner, None if tout is None else tout.ptr)
-    return _execute(ta.framework, stream_for, problem, runner, tout, out)
+        remember(key, (problem, runner, None if tout is None else tout.ptr))
+    return execute(ta.framework, stream_for, problem, runner, tout, out)
 
 
 def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool):
@@ -101,69 +100,3 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool)
             raise ValueError(f"config {cand} is not valid for M={problem.m} N={problem.n} "
                              f"K={problem.k} {problem.out_dtype} (see fp8gemm.dispatch)")
     return plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), ldc, out_aligned)
-
-
-MAX_PLANS = 4096
-_plans = {}    # input signature -> (GemmProblem, launch plan or None for M = 0, out= pointer or None)
-
-
-def _plan_key(framework, out_dtype, *arrays):
-    """What identifies a call for the plan cache: the output dtype and, per array, its pointer,
-    shape, strides and dtype (pointers are unique across GPUs under unified addressing). None when
-    an array is not a CuPy / torch array of the caller's framework, or out_dtype is unhashable."""
-    if out_dtype is not None and type(out_dtype) is not str:
-        try:
-            hash(out_dtype)
-        except TypeError:          # an unhashable out_dtype: no caching, the slow path checks it
-            return None
-    key = [framework, out_dtype]
-    if framework == CUPY:
-        cls = _array_types.get(CUPY) or _array_type(CUPY)
-        for x in arrays:
-            if type(x) is not cls:
-                return None
-            key += (x.data.ptr, x.shape, x.strides, x.dtype)
-    elif framework == TORCH:
-        cls = _array_types.get(TORCH) or _array_type(TORCH)
-        for x in arrays:
-            if not isinstance(x, cls):
-                return None
-            key += (x.data_ptr(), x.shape, x.stride(), x.dtype)
-    else:
-        return None
-    return tuple(key)
-
-
-_array_types = {}
-_cupy_ndarray = None      # cupy.ndarray once a CuPy caller has been seen (the fast path's check)
-
-
-def _array_type(framework):
-    if framework == CUPY:
-        import cupy
-
-        global _cupy_ndarray
-        _array_types[CUPY] = _cupy_ndarray = cupy.ndarray
-    else:
-        import torch
-
-        _array_types[TORCH] = torch.Tensor
-    return _array_types[framework]
-
-
-def _execute(framework, stream_for, problem, runner, tout, out):
-    """Allocate (or take) the output, launch on the caller's stream, hand the result back."""
-    stream_ptr = stream_for(problem.device)
-    if tout is None:
-        result, out_ptr = output.allocate(framework, problem.out_shape, problem.out_dtype,
-                                          problem.device)
-    else:
-        result, out_ptr = out, tout.ptr
-    if runner is not None:
-        runner.run(out_ptr, stream_ptr)
-    if tout is not None:
-        return out
-    if framework != JAX:
-        return result
-    return output.finish(framework, result, problem.out_shape, problem.out_dtype, problem.device,
-                         stream_ptr)

@@ -17,16 +17,17 @@ from pathlib import Path
 
 from .hw import ARCH
 
-KERNEL_DIR = Path(__file__).parent / "kernels_cu"
 NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
 
+@lru_cache(maxsize=None)
 def kernel_dir() -> Path:
-    """Installed: fp8gemm/kernels_cu. From a checkout without install: <repo>/kernels_cu."""
-    if KERNEL_DIR.is_dir():
-        return KERNEL_DIR
-    return Path(__file__).resolve().parent.parent / "kernels_cu"
+    """The folder of the fp8gemm.kernels_cu package: fp8gemm/kernels_cu installed, the checkout's
+    kernels_cu/ under an editable install."""
+    from . import kernels_cu
+
+    return Path(kernels_cu.__file__).resolve().parent
 
 
 def _flatten(path: Path, seen: set) -> str:

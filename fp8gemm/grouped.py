@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import output
-from .api import MAX_PLANS, _execute, _plan_key
 from .dispatch.selector import grouped_candidate, grouped_smem_bytes, swiglu_candidate
 from .intake import CUPY, TORCH, framework_of, intake
 from .launcher import plan_grouped, plan_swiglu, sm_count
+from .plans import PLANS, execute, plan_key, remember
 from .validate import check_block_size, out_row_stride, validate_grouped
 
 
@@ -43,7 +43,7 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
-    return _grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None,
+    return run_grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None,
                     precise_fp32)
 
 
@@ -60,7 +60,7 @@ def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out
     Rows at and past counts[g] are neither read for the result nor written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
-    return _grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows)
+    return run_grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows)
 
 
 def _host_groups(values, name: str, masked: bool, a_shape: tuple, num_groups: int):
@@ -116,25 +116,24 @@ def _group_estimate(gp, expected_rows):
     return rows_estimate(gp.gemm.m, g)
 
 
-_plans = {}    # input signature -> (GroupedProblem, launch plan or None, out= pointer or None)
-
-
-def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
-             precise_fp32=True, wg3=None):
+def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
+                precise_fp32=True, wg3=None):
+    """Both layouts' common path (fp8gemm.moe calls it with its own tile choice, ``wg3``)."""
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
     framework = framework_of(a)
     stream_for = output.stream_for_framework(framework)
-    # The plan cache of matmul (api.py), keyed by the groups array too; host sequences skip it.
+    # Keyed by the groups array too (entries: GroupedProblem, launch plan or None, out= pointer or
+    # None); host sequences skip the cache.
     arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
-    key = _plan_key(framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
+    key = plan_key("grouped", framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
     if key is not None:
-        key = (masked, expected_rows, bool(precise_fp32), wg3) + key
-        entry = _plans.get(key)
+        key = key + (masked, expected_rows, bool(precise_fp32), wg3)
+        entry = PLANS.get(key)
         if entry is not None:
             gp, runner, out_ptr = entry
             if out is None:
-                return _execute(framework, stream_for, gp.gemm, runner, None, None)
+                return execute(framework, stream_for, gp.gemm, runner, None, None)
             if runner is not None:
                 runner.run(out_ptr, stream_for(gp.gemm.device))
             return out
@@ -164,10 +163,8 @@ def _grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block
         runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned,
                               bool(precise_fp32))
     if key is not None:
-        if len(_plans) >= MAX_PLANS:
-            _plans.clear()
-        _plans[key] = (gp, runner, None if tout is None else tout.ptr)
-    return _execute(framework, stream_for, p, runner, tout, out)
+        remember(key, (gp, runner, None if tout is None else tout.ptr))
+    return execute(framework, stream_for, p, runner, tout, out)
 
 
 def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: int, limit: float) -> None:
@@ -180,11 +177,11 @@ def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: 
     clamp; the act pointer is set per call."""
     framework = framework_of(xs)
     stream_for = output.stream_for_framework(framework)
-    key = (_plan_key(framework, "float32", xs, w1, xs_scale, w1_scale, offsets)
+    key = (plan_key("swiglu", framework, "float32", xs, w1, xs_scale, w1_scale, offsets)
            if framework in (CUPY, TORCH) else None)
     if key is not None:
-        key = (act_scale_ptr, limit) + key
-        entry = _swiglu_plans.get(key)
+        key = key + (act_scale_ptr, limit)             # entries: (device, plan or None for P = 0)
+        entry = PLANS.get(key)
         if entry is not None:
             device, plan = entry
             if plan is not None:
@@ -198,11 +195,6 @@ def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: 
     gp = validate_grouped(ta, tb, tsa, tsb, tg, None, "float32", False)
     plan = None if gp.gemm.m == 0 else plan_swiglu(gp, swiglu_candidate(gp.num_groups), act_scale_ptr, limit)
     if key is not None:
-        if len(_swiglu_plans) >= MAX_PLANS:
-            _swiglu_plans.clear()
-        _swiglu_plans[key] = (gp.gemm.device, plan)
+        remember(key, (gp.gemm.device, plan))
     if plan is not None:
         plan.run(act_ptr, stream_for(gp.gemm.device))
-
-
-_swiglu_plans = {}    # (act_scale pointer, clamp, input signature) -> (device, plan or None for P = 0)

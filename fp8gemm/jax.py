@@ -19,12 +19,11 @@ import threading
 from . import xla_ffi
 from .api import plan_problem
 from .intake import Tensor
+from .plans import PLANS, remember
 from .validate import normalize_out_dtype, validate_gemm
 
 TARGET = "fp8gemm_matmul"
-_plans = {}          # buffer signature -> (problem, launch plan or None)
 _lock = threading.Lock()
-MAX_PLANS = 4096
 
 
 def _tensor(name: str, buf: xla_ffi.FfiBuffer, device: int) -> Tensor:
@@ -42,17 +41,15 @@ def _execute(call: xla_ffi.Call) -> None:
         raise ValueError(f"{TARGET} takes 4 arguments and 1 result; got {len(call.args)} and {len(call.rets)}")
     device = call.device()
     bufs = (*call.args, call.rets[0])
-    key = (device,) + tuple((x.ptr, x.dtype, x.shape) for x in bufs)
-    entry = _plans.get(key)
+    key = ("jax", device) + tuple((x.ptr, x.dtype, x.shape) for x in bufs)   # -> (problem, plan or None)
+    entry = PLANS.get(key)
     if entry is None:
         a, b, sa, sb = (_tensor(nm, x, device) for nm, x in zip(("a", "b", "a_scale", "b_scale"), call.args))
         out = _tensor("out", call.rets[0], device)
         problem = validate_gemm(a, b, sa, sb, out, None)
         entry = (problem, plan_problem(problem, None, problem.n, out.ptr % 16 == 0))
         with _lock:
-            if len(_plans) >= MAX_PLANS:
-                _plans.clear()
-            _plans[key] = entry
+            remember(key, entry)
     runner = entry[1]
     if runner is not None:
         runner.run(call.rets[0].ptr, call.stream())

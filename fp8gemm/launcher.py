@@ -13,10 +13,12 @@ import struct
 import threading
 
 from . import compiler, driver, tma
-from .dispatch.selector import MAX_SMEM_PER_BLOCK, OUT_BYTES, SWIGLU_ACT_COLS
+from .dispatch.selector import SWIGLU_ACT_COLS
+from .dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
+from .dtypes import OUT_BYTES
+from .hw import MAX_SMEM_PER_BLOCK
 from .validate import GemmProblem, GroupedProblem
 
-OUT_TYPE_IDS = {"bfloat16": 0, "float16": 1, "float32": 2}   # kernels_cu/common/types.cuh OutType
 STORE_CHUNK_BYTES = 128        # one 128B-swizzle chunk of output columns per TMA store box
 GENERAL_BLOCK_M = 128
 GENERAL_THREADS = 384
@@ -140,16 +142,23 @@ NO_SWIGLU = (("u64", 0), ("f32", 0.0))
 _ARG_TMAP_C, _ARG_OUT, _ARG_WORKSPACE, _ARG_COUNTERS = 2, 9, 15, 16
 
 
+SWAP_AB_KERNEL = "sm90_fp8_gemm_swap_ab"     # the general candidate's swap_ab orientation
+
+
 def general_kernel(p: GemmProblem, cand, tma_store: bool, grouped: bool, smem_bytes: int,
                    precise_fp32: bool = True, swiglu: bool = False):
-    """The sm90_fp8_gemm_general instantiation for a problem and candidate. FP32 output promotes
-    after every wgmma (kFinePromotion) unless ``precise_fp32`` is False. ``swiglu``: the fused MoE
-    L1 (template kSwiGLU, named only when set, so the other names stay as they were)."""
+    """The instantiation of a general candidate for a problem: sm90_fp8_gemm_general, or under
+    swap_ab sm90_fp8_gemm_swap_ab (same argument list). FP32 output promotes after every wgmma
+    (kFinePromotion) unless ``precise_fp32`` is False. ``swiglu``: the fused MoE L1 (template
+    kSwiGLU, named only when set)."""
     flag = {True: "true", False: "false"}
     fine = p.out_dtype == "float32" and precise_fp32 and not swiglu
-    args = (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m,
-            flag[fine], flag[tma_store], flag[cand.swap_ab], flag[grouped])
-    return compiler.get_kernel(p.device, cand.variant, args + (("true",) if swiglu else ()), smem_bytes)
+    head = (cand.block_n, cand.stages, OUT_TYPE_IDS[p.out_dtype], cand.group_m, flag[fine])
+    if cand.swap_ab:
+        assert not (tma_store or swiglu), "swap-AB tiles are C^T: they store directly"
+        return compiler.get_kernel(p.device, SWAP_AB_KERNEL, head + (flag[grouped],), smem_bytes)
+    args = head + (flag[tma_store], flag[grouped]) + (("true",) if swiglu else ())
+    return compiler.get_kernel(p.device, cand.variant, args, smem_bytes)
 
 
 class GeneralPlan:
@@ -160,7 +169,7 @@ class GeneralPlan:
     error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue stores through TMA
     (kTmaStore) when tma_store_ok: C's base and row pitch 16-byte aligned, its rows ending on a
     16-byte boundary, a tile row whole 128-byte chunks; otherwise it stores from registers.
-    Swap-AB runs the same kernel on C^T = B A^T (weights 128 rows a tile, tokens block_n).
+    Swap-AB runs sm90_fp8_gemm_swap_ab on C^T = B A^T (weights 128 rows a tile, tokens block_n).
     """
 
     def __init__(self, p: GemmProblem, cand, smem_bytes: int, ldc: int, out_aligned: bool):

@@ -36,10 +36,11 @@ import threading
 
 from . import compiler, driver, output
 from .dispatch.selector import MOE_CHOICE_ROWS
-from .grouped import _grouped, grouped_matmul_contiguous, rows_estimate, swiglu_l1
+from .dtypes import SWIGLU_LIMIT
+from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
-from .moe_reference import SWIGLU_LIMIT
+from .plans import PLANS, remember
 from .quantize import quantize_per_token_group
 from .validate import FP8_DTYPES, MAX_GROUPS
 
@@ -50,8 +51,6 @@ MAX_BLOCKS = 4096                                    # grid-stride ops: enough t
 # moe_glue_kernel's argument slots that hold a pointer to this call's arrays (the others -- pairs,
 # top_k, E, rows, cols, limit -- are fixed by the glue plan's key).
 _PTR_SLOTS = (0, 1, 5, 6, 7, 8, 9, 10, 11, 12)
-_MAX_GLUE_PLANS = 64
-_glue_plans = {}
 _glue_lock = threading.Lock()
 
 
@@ -84,14 +83,12 @@ class _GluePlan:
 
 
 def _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim) -> _GluePlan:
-    key = (device, t, pairs, top_k, experts, hidden, inter, lim)
-    plan = _glue_plans.get(key)
+    key = ("moe_glue", device, t, pairs, top_k, experts, hidden, inter, lim)
+    plan = PLANS.get(key)
     if plan is None:
         plan = _GluePlan(device, t, pairs, top_k, experts, hidden, inter, lim)
         with _glue_lock:
-            if len(_glue_plans) >= _MAX_GLUE_PLANS:
-                _glue_plans.clear()
-            _glue_plans[key] = plan
+            remember(key, plan)
     return plan
 
 
@@ -166,7 +163,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
         if not choose:
             return grouped_matmul_contiguous(a, w, a_scale, w_scale, offsets, out=out, precise_fp32=precise)
         for row, wg3 in ((0, False), (1, True)):
-            _grouped(a, w, a_scale, w_scale, choice[row], "offsets", False, None, out, (128, 128), None,
+            run_grouped(a, w, a_scale, w_scale, choice[row], "offsets", False, None, out, (128, 128), None,
                      precise, wg3)
 
     if fused:

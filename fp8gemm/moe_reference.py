@@ -28,9 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
+from .dtypes import SWIGLU_LIMIT
 from .hw import SCALE_BLOCK
-
-SWIGLU_LIMIT = 10.0
 
 
 def _blocks(n: int) -> int:

@@ -6,16 +6,9 @@ immutable, so JAX cannot lend us a buffer to write), ordered after our launch on
 """
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
-
 from . import dlpack
+from .dtypes import NP_DTYPES
 from .intake import JAX, TORCH
-
-NP_DTYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
-              "float32": np.dtype(np.float32),
-              "float8_e4m3fn": np.dtype(np.uint8),   # CuPy has no FP8 dtype: its bytes
-              "int32": np.dtype(np.int32)}
 
 
 def _torch_stream(device: int) -> int:

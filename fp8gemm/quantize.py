@@ -12,14 +12,15 @@ import math
 from . import compiler, driver, output, reference
 from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
-from .validate import _collapse_rows as collapse_rows
+from .dtypes import KERNEL_TYPE_IDS
+from .validate import collapse_rows
 
 GROUP = 128
 THREADS = 256
 MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
 VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many groups (tools/quant_exp.py:
                                  # 1 and 2 within 3% of each other, 0.93-0.99 of a same-bytes stream)
-_IN_TYPES = {"bfloat16": 0, "float16": 1, "float32": 2}
+_IN_TYPES = KERNEL_TYPE_IDS        # the input's type id: kernels_cu/common/types.cuh OutType
 _VARIANT = "quantize_per_token_group"
 
 

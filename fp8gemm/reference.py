@@ -14,19 +14,15 @@ float64 math on the GPU.
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from .dtypes import BFLOAT16, FLOAT_TYPES, FP8_E4M3
 from .hw import FP8_E4M3_MAX, SCALE_BLOCK
-
-FP8_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 # Decoding table: byte -> float64 value of that float8_e4m3fn bit pattern (NaN for 0x7f / 0xff).
 FP8_E4M3_DECODE = np.arange(256, dtype=np.uint8).view(FP8_E4M3).astype(np.float64)
 
-_OUT_DTYPES = {"bfloat16": BFLOAT16, "float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
-               "float64": np.dtype(np.float64)}
+_OUT_DTYPES = {**{name: t.numpy for name, t in FLOAT_TYPES.items()}, "float64": np.dtype(np.float64)}
 
 
 def _as_bytes(x, xp):

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .dtypes import FP8_DTYPES, OUT_DTYPES
 from .hw import K_ALIGN, SCALE_BLOCK, TMA_ALIGN
 from .intake import JAX, Tensor
 
-FP8_DTYPES = ("float8_e4m3fn", "uint8", "int8")
-OUT_DTYPES = ("bfloat16", "float16", "float32")
 _OUT_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
                 "float": "float32"}
 INT32_MAX = 2**31 - 1
@@ -79,7 +78,7 @@ def _require_dtype(t: Tensor, allowed, what: str) -> None:
         raise TypeError(f"{t.name} must be {what}; got dtype {t.dtype}")
 
 
-def _collapse_rows(t: Tensor, what: str) -> int:
+def collapse_rows(t: Tensor, what: str) -> int:
     """Row stride (elements) of t viewed as 2-D [prod(shape[:-1]), shape[-1]].
 
     Leading dims must be collapsible into one strided dimension (size-1 dims are free).
@@ -96,7 +95,7 @@ def _collapse_rows(t: Tensor, what: str) -> int:
 
 def out_row_stride(out: Tensor, n: int) -> int:
     """Row stride (elements) of a validated ``out``; N for a single row."""
-    ldc = _collapse_rows(out, "pass a contiguous out")
+    ldc = collapse_rows(out, "pass a contiguous out")
     return ldc if ldc > 0 else n
 
 
@@ -120,7 +119,7 @@ def _check_operand(t: Tensor, rows: int, k: int) -> int:
     if t.shape[-1] > 1 and t.strides[-1] != 1:
         raise ValueError(f"{t.name} must be contiguous along K (stride 1 in the last dimension); "
                          f"got strides {t.strides}. Pass a contiguous copy")
-    ld = _collapse_rows(t, "pass a contiguous copy")
+    ld = collapse_rows(t, "pass a contiguous copy")
     if rows <= 1 or ld == 0:
         ld = -(-k // TMA_ALIGN) * TMA_ALIGN   # a single row: its stride is never used
     if ld <= 0 or ld % TMA_ALIGN:
@@ -197,7 +196,7 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
     # ---- layouts
     lda = _check_operand(a, m, k)
     ldb = _check_operand(b, n, k)
-    sa_stride_m = _collapse_rows(sa, "pass a_scale as [M, ceil(K/128)]")
+    sa_stride_m = collapse_rows(sa, "pass a_scale as [M, ceil(K/128)]")
     sa_stride_k = sa.strides[-1]
     sb_stride_n, sb_stride_k = sb.strides
 
@@ -207,7 +206,7 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
         if n > 1 and out.strides[-1] != 1:
             raise ValueError(f"out must be contiguous along N (stride 1 in the last dimension); "
                              f"got strides {out.strides}")
-        ldc = _collapse_rows(out, "pass a contiguous out")
+        ldc = collapse_rows(out, "pass a contiguous out")
         if m > 1 and ldc < n:
             raise ValueError(f"out's rows overlap (row stride {ldc} < N = {n})")
         lo, hi = _extent(out)

@@ -62,6 +62,23 @@ struct SwizzledStaging {
             tma_store_2d(tmap_c, stage + c * kChunkBytes, col + c * kChunkElems, row);
         tma_store_commit_group();
     }
+
+    /// The whole TMA-store epilogue of one warpgroup (all its threads): wait until the bulk store
+    /// of its previous tile has read ``stage``, stage the fragments, make them visible to the async
+    /// proxy, then its first thread stores the tile whose top-left element is C[row, col].
+    /// ``barrier``: a named barrier of this warpgroup's own.
+    template <int kNumAccum>
+    __device__ __forceinline__ static void store_tile(const TmaDescriptor* tmap_c, uint8_t* stage, uint32_t barrier,
+                                                      uint32_t warp_in_wg, uint32_t lane,
+                                                      const float (&total)[kNumAccum], uint32_t col, uint32_t row) {
+        const bool leader = threadIdx.x % kWarpgroupThreads == 0;
+        if (leader) tma_store_wait_read<0>();
+        named_barrier_sync(barrier, kWarpgroupThreads);
+        write_fragments(stage, warp_in_wg, lane, total);
+        fence_proxy_async_shared();                 // generic-proxy writes -> TMA reads
+        named_barrier_sync(barrier, kWarpgroupThreads);
+        if (leader) store(tmap_c, stage, col, row);
+    }
 };
 
 /// Masked direct stores of one thread's fragments (rows row0 and row0 + 8, see wgmma_fp8.cuh).

@@ -59,20 +59,15 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     static_assert(!(kGrouped && kTmaStore), "grouped tiles store directly");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;    // 24 KiB
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
-    constexpr uint32_t SMEM_TILES = kNumStages * (SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-    constexpr uint32_t SMEM_C = kTmaStore ? kConsumers * Staging::kBytes : 0;
-    constexpr uint32_t SMEM_BYTES = 1024 + SMEM_TILES + SMEM_C + 2 * kNumStages * sizeof(Mbarrier);
-    static_assert(SMEM_A_PER_STAGE % 1024 == 0 && SMEM_B_PER_STAGE % 1024 == 0, "128B swizzle needs 1024 B alignment");
-    static_assert(SMEM_BYTES <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
-
+    // [A stages | B stages | C staging | full bars | empty bars | grouped: tile prefix [G + 1]]
+    using SmemLayout = RingSmem<SMEM_A_PER_STAGE, SMEM_B_PER_STAGE, kNumStages, kTmaStore ? kConsumers * Staging::kBytes : 0>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = smem_raw + (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
-    uint8_t* smem_a = smem;
-    uint8_t* smem_b = smem + kNumStages * SMEM_A_PER_STAGE;
-    uint8_t* smem_c = smem + SMEM_TILES;
-    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(smem + SMEM_TILES + SMEM_C);
-    Mbarrier* empty_bar = full_bar + kNumStages;
-    uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);   // kGrouped: [G + 1]
+    const SmemLayout smem(smem_raw);
+    uint8_t* smem_a = smem.a;
+    uint8_t* smem_b = smem.b;
+    Mbarrier* full_bar = smem.full_bar;
+    Mbarrier* empty_bar = smem.empty_bar;
+    uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
 
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
@@ -165,12 +160,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             // of step with its siblings, which then read the weights from DRAM again (the general
             // kernel's rule; branch wip/skip-all measured it again in session 11).
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
-            if (wg_row_base >= row_limit && lone_tile) {   // a warpgroup wholly past its rows: pass the stages on
-                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                    mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
-                    __syncwarp();
-                    if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
-                }
+            if (wg_row_base >= row_limit && lone_tile) {   // a warpgroup wholly past its rows
+                pass_stages(w.kb_begin, w.kb_end, pipe, full_bar, empty_bar, lane_idx);
                 continue;
             }
             const uint32_t row0 = row_base + row_in_tile, row1 = row0 + 8;
@@ -219,14 +210,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             }
             // ---- epilogue ----
             if constexpr (kTmaStore) {
-                uint8_t* st = smem_c + math_wg * Staging::kBytes;
-                const bool leader = threadIdx.x % kWarpgroupThreads == 0;
-                if (leader) tma_store_wait_read<0>();
-                named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
-                Staging::write_fragments(st, warp_in_wg, lane_idx, total);
-                fence_proxy_async_shared();
-                named_barrier_sync(kEpilogueBarrier0 + math_wg, kWarpgroupThreads);
-                if (leader) Staging::store(&tmap_c, st, w.n_block * BLOCK_N, wg_row_base);
+                Staging::store_tile(&tmap_c, smem.staging + math_wg * Staging::kBytes, kEpilogueBarrier0 + math_wg,
+                                    warp_in_wg, lane_idx, total, w.n_block * BLOCK_N, wg_row_base);
             } else {
                 store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, row_limit, N, row0, col0);
             }

@@ -5,6 +5,13 @@ import pytest
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # JAX beside CuPy and torch
 
+try:
+    import fp8gemm.dispatch  # noqa: F401
+except ModuleNotFoundError as exc:    # the checkout's fp8gemm/ imported without its subpackages
+    raise pytest.UsageError(f"fp8gemm is importable but not its subpackages ({exc}): run the tests on an "
+                            f"installed package (pip install \".[test]\" && pytest tests) or, from a "
+                            f"checkout with python -m pytest, an editable install (pip install -e \".[test]\")")
+
 
 def _gpu_reason():
     try:

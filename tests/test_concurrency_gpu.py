@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,6 @@ from fp8gemm.testing import as_float64
 pytestmark = pytest.mark.gpu
 
 G = "sm90_fp8_gemm_general"
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _err(out, ref):
@@ -101,16 +99,16 @@ sys.exit(0 if err <= 4e-3 else 1)
 def test_two_processes_compile_into_one_cache_at_once(tmp_path):
     """Both processes compile the same instantiation (one not used elsewhere in the suite) into an
     empty cache at the same moment; both succeed; a third loads the cached binary."""
-    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE,
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cache"))
+    # cwd outside the checkout: the children import the installed package, as the suite does
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]
     for p, (log, _) in zip(procs, results):
         assert p.returncode == 0, log
     cached = sorted(f for f in (tmp_path / "cache").rglob("*") if f.is_file())
     assert cached, "nothing was written to the kernel cache"
-    third = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+    third = subprocess.run([sys.executable, "-c", _CHILD], env=env, cwd=tmp_path, capture_output=True, text=True,
                            timeout=300)
     assert third.returncode == 0, third.stdout + third.stderr
     after = sorted(f for f in (tmp_path / "cache").rglob("*") if f.is_file())

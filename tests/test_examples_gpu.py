@@ -18,8 +18,7 @@ def test_examples_exist():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_runs_and_checks_itself(name):
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     res = subprocess.run([sys.executable, str(REPO / "examples" / name)], env=env, capture_output=True,
                          text=True, timeout=600)
     log = res.stdout + res.stderr

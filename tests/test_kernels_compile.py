@@ -10,7 +10,8 @@ import pytest
 from fp8gemm import compiler
 from fp8gemm.dispatch import select
 from fp8gemm.dispatch.selector import grouped_candidate, swiglu_candidate
-from fp8gemm.launcher import OUT_BYTES, OUT_TYPE_IDS
+from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
+from fp8gemm.dtypes import OUT_BYTES
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot compile sm_90a here")
@@ -29,9 +30,17 @@ QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsign
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 # The wg3 kernel's: the general kernel's up to K.
 WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
-PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
+          "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
+
+
+def _general(block_n, stages, tid, group_m, fine, store, swap, grouped="false"):
+    """The kernel and template arguments of a general candidate, as launcher.general_kernel names them."""
+    if swap == "true":
+        return ("sm90_fp8_gemm_swap_ab", (block_n, stages, tid, group_m, fine, grouped))
+    return ("sm90_fp8_gemm_general", (block_n, stages, tid, group_m, fine, store, grouped))
 
 
 def _instantiations():
@@ -52,14 +61,14 @@ def _instantiations():
                     elif c.variant == "sm90_fp8_gemm_wg3":
                         seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, store)))
                     else:
-                        seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, fine, store,
-                                              "true" if c.swap_ab else "false")))
+                        seen.add(_general(c.block_n, c.stages, tid, c.group_m, fine, store,
+                                          "true" if c.swap_ab else "false"))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
-        seen.add(("sm90_fp8_gemm_general", (block_n, 4, 0, 8, "false", "false", "false")))
+        seen.add(_general(block_n, 4, 0, 8, "false", "false", "false"))
         for block_m in (64, 128):
             for k_blocks in (1, 2):
                 seen.add(("sm90_fp8_gemm_short_k", (block_m, block_n, k_blocks, 2, "true", "false")))
-    seen.add(("sm90_fp8_gemm_general", (128, 4, 0, 8, "false", "true", "false")))
+    seen.add(_general(128, 4, 0, 8, "false", "true", "false"))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
@@ -70,7 +79,7 @@ def _instantiations():
         swap = "true" if c.swap_ab else "false"
         for store in ("false",) if c.swap_ab else ("true", "false"):
             for fine in fines:
-                seen.add(("sm90_fp8_gemm_general", (c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true")))
+                seen.add(_general(c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true"))
     for dt, groups in (("bfloat16", 384), ("float32", 256), ("float16", 8192)):   # grouped wg3, as grouped.py
         c = grouped_candidate(4096, 4096, dt, groups, 256.0, 6, precise_fp32=False)
         seen.add(("sm90_fp8_gemm_wg3", (c.block_n, c.stages, OUT_TYPE_IDS[dt], c.group_m, "false", "true")))
@@ -107,7 +116,7 @@ def _compile(tmp_path, variant, targs):
 def _swiglu_instantiation():
     """fp8gemm.moe's fused L1 as grouped.swiglu_l1 instantiates it (DeepSeek-V4 Flash: 256 experts)."""
     c = swiglu_candidate(256)
-    return (c.block_n, c.stages, OUT_TYPE_IDS["float32"], c.group_m, "false", "false", "false", "true", "true")
+    return (c.block_n, c.stages, OUT_TYPE_IDS["float32"], c.group_m, "false", "false", "true", "true")
 
 
 @needs_nvcc
@@ -158,7 +167,7 @@ def test_sass_uses_fp8_wgmma(tmp_path):
                     reason="nvcc or cuobjdump not on PATH: SASS check skipped")
 @pytest.mark.parametrize("variant,targs,bound", [
     ("sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true", "false"), 32),   # plain, TMA store
-    ("sm90_fp8_gemm_general", (8, 6, 0, 1, "false", "false", "true"), 24),     # swap-AB (split-K)
+    ("sm90_fp8_gemm_swap_ab", (8, 6, 0, 1, "false", "false"), 24),             # swap-AB (split-K)
     ("sm90_fp8_gemm_wg3", (128, 3, 0, 1, "true"), 16),
 ], ids=["general", "general-swap-ab", "wg3"])
 def test_tma_producer_stays_on_uniform_datapath(tmp_path, variant, targs, bound):
@@ -205,3 +214,51 @@ def test_flatten_inlines_each_header_once():
     assert '#include "' not in src
     assert src.count("struct alignas(64) TmaDescriptor") == 1
     assert "sm90_fp8_gemm_general_kernel" in src
+
+
+def _smem_cases():
+    """(C++ expression of a kernel's shared-memory layout size, the host's size) for every tile,
+    stage count and output type the selector can ask of the general family and wg3."""
+    from fp8gemm.dispatch.selector import (GENERAL_BLOCK_NS, GENERAL_MAX_STAGES, SWAP_BLOCK_NS, WG3_BLOCK_NS,
+                                           Candidate, general_smem_bytes, grouped_smem_bytes,
+                                           swiglu_smem_bytes, wg3_smem_bytes)
+    cases = []
+    for dt, tid in OUT_TYPE_IDS.items():
+        staging = "fp8gemm::SwizzledStaging<fp8gemm::OutType({tid}), {bn}>"
+        for stages in range(2, GENERAL_MAX_STAGES + 1):
+            for bn in GENERAL_BLOCK_NS:
+                st = staging.format(tid=tid, bn=bn)
+                expr = f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0)>::kBytes"
+                c = Candidate("sm90_fp8_gemm_general", bn, stages)
+                cases.append((expr, general_smem_bytes(c, dt)))
+                cases.append((f"{expr} + 16", grouped_smem_bytes(c, dt, 3)))        # prefix of 4 words
+            for bn in SWAP_BLOCK_NS:
+                c = Candidate("sm90_fp8_gemm_general", bn, stages, swap_ab=True)
+                cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", general_smem_bytes(c, dt)))
+            for bn in WG3_BLOCK_NS:
+                st = staging.format(tid=tid, bn=bn)
+                ring = "fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, {staging}>::kBytes"
+                c = Candidate("sm90_fp8_gemm_wg3", bn, stages, block_m=192)
+                cases.append((ring.format(bn=bn, stages=stages, staging=f"3 * {st}::kBytes"), wg3_smem_bytes(c, dt)))
+                cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", grouped_smem_bytes(c, dt, 3)))
+    for stages in range(2, GENERAL_MAX_STAGES + 1):
+        hold = "(fp8gemm::WgmmaFp8<128>::kNumAccum / 2 + 2) * 128 * 4"
+        cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16", swiglu_smem_bytes(stages, 3)))
+    return [c for c in cases if c[1] <= 232448]
+
+
+@needs_nvcc
+def test_host_smem_sizes_match_kernel_layouts(tmp_path):
+    """dispatch/selector.py's shared-memory sizes equal the kernels' own layouts (RingSmem in
+    common/pipeline.cuh, general::Smem in general_tiles.cuh), checked by static_assert in nvcc."""
+    kdir = compiler.kernel_dir()
+    lines = [f'#include "{kdir}/general_tiles.cuh"', f'#include "{kdir}/epilogue.cuh"',
+             f'#include "{kdir}/ptx/wgmma.cuh"']
+    cases = _smem_cases()
+    assert len(cases) > 100
+    lines += [f'static_assert({expr} == {host}u, "host size {host} != {expr}");' for expr, host in cases]
+    src = tmp_path / "smem.cu"
+    src.write_text("\n".join(lines) + "\n")
+    res = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-o",
+                          str(tmp_path / "smem.cubin"), str(src)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]

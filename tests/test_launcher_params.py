@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-from fp8gemm import api
+from fp8gemm import plans
 from fp8gemm.launcher import KernelParams
 
 
@@ -52,20 +52,21 @@ class FakeCupy:
 
 
 def test_plan_keys_tell_arrays_apart(monkeypatch):
-    monkeypatch.setitem(api._array_types, "cupy", FakeCupy)      # stands in for cupy.ndarray
+    monkeypatch.setitem(plans._array_types, "cupy", FakeCupy)      # stands in for cupy.ndarray
     a = FakeCupy(1 << 20, (4, 256), (256, 1), np.uint8)
     b = FakeCupy(2 << 20, (128, 256), (256, 1), np.uint8)
     sa = FakeCupy(3 << 20, (4, 2), (8, 4), np.float32)
     sb = FakeCupy(4 << 20, (1, 2), (8, 4), np.float32)
-    k1 = api._plan_key("cupy", None, a, b, sa, sb)
-    assert k1 == api._plan_key("cupy", None, a, b, sa, sb)
+    k1 = plans.plan_key("matmul", "cupy", None, a, b, sa, sb)
+    assert k1 == plans.plan_key("matmul", "cupy", None, a, b, sa, sb)
     sa_t = FakeCupy(3 << 20, (4, 2), (4, 16), np.float32)          # same pointer, other strides
-    assert api._plan_key("cupy", None, a, b, sa_t, sb) != k1
-    assert api._plan_key("cupy", "float32", a, b, sa, sb) != k1
-    assert api._plan_key("cupy", None, a, b, sa, object()) is None   # not CuPy/torch: no cache
-    assert api._plan_key("cupy", [1], a, b, sa, sb) is None          # unhashable out_dtype
-    assert api._plan_key("cupy", None, a, b, sa, sb, sb) != k1       # an out= array joins the key
-    assert api._plan_key("jax", None, a, b, sa, sb) is None          # only CuPy / torch callers
+    assert plans.plan_key("matmul", "cupy", None, a, b, sa_t, sb) != k1
+    assert plans.plan_key("matmul", "cupy", "float32", a, b, sa, sb) != k1
+    assert plans.plan_key("matmul", "cupy", None, a, b, sa, object()) is None   # not CuPy/torch: no cache
+    assert plans.plan_key("matmul", "cupy", [1], a, b, sa, sb) is None          # unhashable out_dtype
+    assert plans.plan_key("matmul", "cupy", None, a, b, sa, sb, sb) != k1       # an out= array joins the key
+    assert plans.plan_key("grouped", "cupy", None, a, b, sa, sb) != k1           # entry points never share
+    assert plans.plan_key("matmul", "jax", None, a, b, sa, sb) is None          # only CuPy / torch callers
 
 
 def test_unusable_kernel_cache_compiles_in_memory_with_a_warning(monkeypatch):

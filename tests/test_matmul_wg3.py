@@ -69,12 +69,12 @@ def test_dispatcher_picks_wg3(m, n, k):
 
 @pytest.fixture
 def wg3_grouped(monkeypatch):
-    from fp8gemm import grouped
+    from fp8gemm import plans
     from fp8gemm.dispatch import selector
     monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
-    grouped._plans.clear()
+    plans.PLANS.clear()
     yield
-    grouped._plans.clear()
+    plans.PLANS.clear()
 
 
 GROUP_SIZES = [0, 1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 300, 385, 0]
@@ -97,16 +97,16 @@ def test_grouped_equals_general_grouped(monkeypatch):
     """Bit for bit the general kernel's grouped mode (same per-block FP32 promotions, same order)."""
     from test_grouped_gpu import contiguous_case
 
-    from fp8gemm import grouped
+    from fp8gemm import plans
     from fp8gemm.dispatch import selector
     a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, 512, 2048, seed=3)
     monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", None)
-    grouped._plans.clear()
+    plans.PLANS.clear()
     ref = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
     monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
-    grouped._plans.clear()
+    plans.PLANS.clear()
     got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
-    grouped._plans.clear()
+    plans.PLANS.clear()
     p = int(offsets[-1])
     assert bool((got[:p].view("uint16") == ref[:p].view("uint16")).all()), "differs from the general kernel"
 

@@ -268,12 +268,12 @@ def test_device_choice_of_grouped_kernel(monkeypatch):
 
     from fp8gemm import moe_layer
     calls = []
-    real = moe_layer._grouped
+    real = moe_layer.run_grouped
 
     def spy(*args, **kw):
         calls.append((args[4], args[12]))          # the offsets row, wg3
         return real(*args, **kw)
-    monkeypatch.setattr(moe_layer, "_grouped", spy)
+    monkeypatch.setattr(moe_layer, "run_grouped", spy)
     experts, hidden, inter, tokens, top_k = 8, 384, 256, 300, 4
     (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=21)
     cases = []

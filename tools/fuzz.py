@@ -1,6 +1,6 @@
 """Random-case fuzzing of fp8gemm.matmul on the GPU against the float64 reference (issue 7).
 
-    PYTHONPATH=. python tools/fuzz.py --cases 2000 --seed 1 [--budget-seconds 600] [--max-elements 6e7]
+    python tools/fuzz.py --cases 2000 --seed 1 [--budget-seconds 600] [--max-elements 6e7]
 
 Each case draws M in 0..20000 (small M more often), N in 1..32768, K a multiple of 16 up to 16384,
 an output dtype, row-major or M-major A scales, out= (fp16 / fp32) or not, and scales rescaled by

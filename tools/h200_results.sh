@@ -32,8 +32,8 @@ if [ -f "$dg/build.sh" ]; then
 else
   log "no DeepGEMM bundle at $dg: the deepgemm columns stay empty (the notes say why)"
 fi
-log "installing fp8gemm from this checkout"
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -3
+log "installing fp8gemm from this checkout (editable: python -m pytest imports it from here)"
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 python3 -m fp8gemm.bench.provenance | tee "$RESULTS/provenance.json"
 
 for step in $steps; do

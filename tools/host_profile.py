@@ -1,14 +1,14 @@
 """Profile the host path of fp8gemm.matmul (CuPy and torch callers): time per call, a breakdown
 by stage of the cached fast path, and the top functions by own time.
 
-    PYTHONPATH=. python tools/host_profile.py"""
+    python tools/host_profile.py   (fp8gemm installed, editable in a checkout)"""
 import cProfile
 import pstats
 
 import cupy
 
 import fp8gemm
-from fp8gemm import api, driver, launcher, output
+from fp8gemm import api, driver, launcher, output, plans
 from fp8gemm.bench.cli import host_batched_us, host_overhead_us
 from fp8gemm.testing import random_case
 
@@ -32,7 +32,7 @@ print(f"cupy caller: {loop(200, lambda: fp8gemm.matmul(*args)):.1f} us/call "
 out = cupy.empty((64, 4096), dtype=cupy.float16)
 print(f"cupy caller, out=: {loop(200, lambda: fp8gemm.matmul(*args, out=out)):.1f} us/call "
       f"(batched: {per_call_us(lambda: fp8gemm.matmul(*args, out=out)):.1f})")
-print(f"  dispatch: {runner_name(api._plans[api._plan_key(api.CUPY, None, *args)][1])}")
+print(f"  dispatch: {runner_name(plans.PLANS[plans.plan_key("matmul", api.CUPY, None, *args)][1])}")
 try:
     import torch
     targs = tuple(torch.from_dlpack(x) for x in args)
@@ -42,14 +42,14 @@ except ImportError:
     pass
 
 # Stage breakdown of the cached fast path (each stage alone, in a loop; launches are real).
-key = api._plan_key(api.CUPY, None, *args)
-problem, runner, _ = api._plans[key]
+key = plans.plan_key("matmul", api.CUPY, None, *args)
+problem, runner, _ = plans.PLANS[key]
 stream_for = output.stream_for_framework(api.CUPY)
 res, ptr = output.allocate(api.CUPY, problem.out_shape, problem.out_dtype, problem.device)
 sp = stream_for(0)
 rows = [
     ("framework_of", lambda: api.framework_of(args[0])),
-    ("plan key (4 signatures)", lambda: api._plan_key(api.CUPY, None, *args)),
+    ("plan key (4 signatures)", lambda: plans.plan_key("matmul", api.CUPY, None, *args)),
     ("stream_for", lambda: stream_for(0)),
     ("output.allocate", lambda: output.allocate(api.CUPY, problem.out_shape, problem.out_dtype, 0)),
     ("runner.run (launch)", lambda: runner.run(ptr, sp)),

@@ -1,26 +1,15 @@
 """Device time of the GPU quantizer (CUPTI, L2 cold, median of 20) and its effective bandwidth:
-bytes read + written per call over the time. Usage: PYTHONPATH=. python tools/quant_bench.py [--loads 1,2]  (4 x loads groups per warp
-on the vector path: each value is timed; the default is the shipped quantize.VECTOR_LOADS)"""
-import argparse
-
+bytes read + written per call over the time, as shipped. Usage: python tools/quant_bench.py"""
 import torch
 
 import fp8gemm
-from fp8gemm import quantize
 from fp8gemm.bench.timing import L2Flush, time_calls
 
 SHAPES = [(128, 7168), (4096, 7168), (16384, 4096)]
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--loads", default=str(quantize.VECTOR_LOADS))
-    args = p.parse_args()
-    flush = L2Flush()
-    for loads in (int(v) for v in args.loads.split(",")):
-        quantize.VECTOR_LOADS = loads
-        print(f"vector path: {4 * loads} groups per warp")
-        run(flush)
+    run(L2Flush())
 
 
 def run(flush):

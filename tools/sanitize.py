@@ -97,19 +97,19 @@ def grouped_cases(cases=GROUPED, wg3: bool = False) -> int:
     on the three-warpgroup kernel's grouped mode."""
     import numpy as np
 
-    from fp8gemm import grouped, moe_reference
+    from fp8gemm import moe_reference, plans
     from fp8gemm.dispatch import selector
     bad = 0
     window = selector.GROUPED_WG3_ROWS
     if wg3:
         selector.GROUPED_WG3_ROWS = (0, 1 << 30)
-        grouped._plans.clear()
+        plans.PLANS.clear()
     try:
         for case in cases:
             bad += _grouped_case(*case, np=np, moe_reference=moe_reference, hint=wg3)
     finally:
         selector.GROUPED_WG3_ROWS = window
-        grouped._plans.clear()
+        plans.PLANS.clear()
     return bad
 
 

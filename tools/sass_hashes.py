@@ -3,7 +3,7 @@ each: variant, template arguments, SHA-1 of the instruction lines of `cuobjdump 
 before and after a refactor of kernels_cu/ and diff the two files: no difference means the
 change leaves every instantiation's machine code as it was (no GPU needed to trust it).
 Needs nvcc and cuobjdump (no GPU).
-Usage: PYTHONPATH=. python tools/sass_hashes.py OUT [--variants general,wg3,...]"""
+Usage: python tools/sass_hashes.py OUT [--variants general,wg3,...]"""
 import hashlib
 import os
 import subprocess

@@ -1,6 +1,6 @@
 """Quick GPU smoke check: compile, run a few shapes through every framework path, print errors.
 
-Usage: PYTHONPATH=. python tools/smoke.py   (on an SM90 machine)
+Usage: python tools/smoke.py   (on an SM90 machine)
 """
 import sys
 import time

@@ -1,11 +1,13 @@
-// common/pipeline.cuh: the {stage, phase} cursor of a multi-stage mbarrier ring, and the ring's
-// set-up in kernels with one TMA producer.
+// common/pipeline.cuh: the {stage, phase} cursor of a multi-stage mbarrier ring, the ring's shared
+// memory and set-up in kernels with one TMA producer, and a consumer's pass over stages it does
+// not compute on.
 //
 // NOTES: the producer waits on "empty" with the opposite parity of the consumer's "full" wait,
 // so that a fresh ring (all barriers in phase 0) lets the producer fill every stage at once.
 #pragma once
 #include "types.cuh"
 #include "../ptx/mbarrier.cuh"
+#include "../ptx/sync.cuh"
 #include "../ptx/tma.cuh"
 
 namespace fp8gemm {
@@ -26,6 +28,45 @@ struct PipelineState {
     __device__ __forceinline__ uint32_t full_parity() const { return phase; }
     /// Parity the producer waits for on the "empty" barrier of this stage.
     __device__ __forceinline__ uint32_t empty_parity() const { return phase ^ 1; }
+};
+
+/// The shared memory of a TMA-ring kernel, from a 1024-byte aligned base:
+///   [A stages | B stages | C staging | hold | full barriers | empty barriers | flags | tail]
+/// kHoldBytes: the fused SwiGLU's held sub-tile; kFlagBytes: the split-K last-split flag; the
+/// tail (the grouped modes' tile prefix, sized by the host) starts after the flags. kBytes is
+/// what the launch needs without the tail; dispatch/selector.py's *_smem_bytes compute the same
+/// sums, and tests/test_kernels_compile.py pins each of them to kBytes.
+template <uint32_t kAStageBytes, uint32_t kBStageBytes, uint32_t kNumStages, uint32_t kStagingBytes,
+          uint32_t kHoldBytes = 0, uint32_t kFlagBytes = 0>
+struct RingSmem {
+    static constexpr uint32_t kTileBytes = kNumStages * (kAStageBytes + kBStageBytes);
+    static constexpr uint32_t kBytes = 1024 /* alignment slack */ + kTileBytes + kStagingBytes + kHoldBytes +
+                                       2 * kNumStages * static_cast<uint32_t>(sizeof(Mbarrier)) + kFlagBytes;
+    static_assert(kAStageBytes % 1024 == 0 && kBStageBytes % 1024 == 0, "128B swizzle needs 1024 B alignment");
+    static_assert(kBytes <= kMaxSmemPerBlock, "shared memory over the SM90 limit");
+
+    uint8_t* a;            // [kNumStages][kAStageBytes]
+    uint8_t* b;            // [kNumStages][kBStageBytes]
+    uint8_t* staging;      // kStagingBytes
+    float* hold;           // kHoldBytes
+    Mbarrier* full_bar;    // [kNumStages]
+    Mbarrier* empty_bar;   // [kNumStages]
+    uint32_t* flags;       // kFlagBytes
+    uint32_t* tail;
+
+    // NOTES: aligned by an offset from the dynamic shared array (not an integer cast), so the
+    // compiler keeps knowing it is shared memory and stages the epilogue with STS, not generic stores.
+    __device__ __forceinline__ explicit RingSmem(uint8_t* raw) {
+        uint8_t* smem = raw + (1024u - smem_addr(raw) % 1024u) % 1024u;
+        a = smem;
+        b = smem + kNumStages * kAStageBytes;
+        staging = smem + kTileBytes;
+        hold = reinterpret_cast<float*>(smem + kTileBytes + kStagingBytes);
+        full_bar = reinterpret_cast<Mbarrier*>(smem + kTileBytes + kStagingBytes + kHoldBytes);
+        empty_bar = full_bar + kNumStages;
+        flags = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);
+        tail = flags + kFlagBytes / 4;
+    }
 };
 
 /// For thread 0 of a CTA with one TMA producer thread: prefetch the tensor maps (C's only where
@@ -62,6 +103,21 @@ __device__ __forceinline__ void producer_early_start(bool is_producer, Sched& sc
             sched = make_scheduler();
             first = unit_loads(sched, blockIdx.x);
         }
+    }
+}
+
+/// A consumer warpgroup with nothing to compute or store in a unit: it still takes each of the
+/// unit's stages in turn and hands it back (the empty barrier counts every consumer warp).
+/// kOrdered: the other warpgroups pass the order barrier once per K block, so this one does too.
+template <bool kOrdered = false, uint32_t kNumStages>
+__device__ __forceinline__ void pass_stages(uint32_t kb_begin, uint32_t kb_end, PipelineState<kNumStages>& pipe,
+                                            Mbarrier* full_bar, Mbarrier* empty_bar, uint32_t lane_idx,
+                                            uint32_t order_barrier = 0, uint32_t order_threads = 0) {
+    for (uint32_t kb = kb_begin; kb < kb_end; ++kb, ++pipe) {
+        mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
+        __syncwarp();
+        if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+        if constexpr (kOrdered) named_barrier_sync(order_barrier, order_threads);
     }
 }
 

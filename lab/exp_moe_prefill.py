@@ -6,7 +6,7 @@ each call, median of 5), useful TFLOP/s, the HBM floor of the weights read once,
 floor of the useful FLOPs at the FP8 dense ceiling measured in the run. With --wg3 each case
 also runs on the three-warpgroup kernel's grouped mode (192-row tiles, selector.GROUPED_WG3_ROWS
 forced on), and the outputs are compared bit for bit.
-Usage: PYTHONPATH=. python tools/exp_moe_prefill.py"""
+Usage: python lab/exp_moe_prefill.py"""
 import sys
 
 import cupy

@@ -1,7 +1,7 @@
 """The decode kernel (sm90_fp8_gemm_gemv) against the dispatcher's current choice on decode
 shapes: CUPTI device time, L2 flushed before each call, median of 20 (the bench's timer), each
 gemv configuration the tuner tries, with each output checked against the dispatcher's.
-Usage: PYTHONPATH=. python tools/exp_gemv.py [--m 1,2,4,8,16] [--nk 512x4096,...]"""
+Usage: python lab/exp_gemv.py [--m 1,2,4,8,16] [--nk 512x4096,...]"""
 import sys
 
 import torch

@@ -1,7 +1,7 @@
 """A process for `ncu` to profile (issue 4): fp8gemm.matmul (the dispatcher's pick) and cuBLASLt's
 block-scaled kernel (F.scaled_mm, 1x128 / 128x128 scales) on the same shapes, each called twice.
 Profile with e.g.
-  ncu --kernel-name regex:'nvjet|sm90_fp8' --section SpeedOfLight ... python3 tools/profile_vs_cublaslt.py 512x4096x4096
+  ncu --kernel-name regex:'nvjet|sm90_fp8' --section SpeedOfLight ... python3 lab/profile_vs_cublaslt.py 512x4096x4096
 (launch order per shape: ours, ours, cuBLASLt, cuBLASLt)."""
 import sys
 

@@ -3,7 +3,7 @@ FP8 input, uniform top-6 routing, CuPy and torch callers. Per call: wall clock o
 calls with a device sync between batches (outside the timed part), so the queue never fills;
 beside it the layer's device time (CUPTI, L2 cold) and the top functions by own time (cProfile).
 Run one token count per process for clean host times (CUPTI stays attached after the first).
-Usage: PYTHONPATH=. python tools/moe_host.py [TOKENS ...]   (default 1)"""
+Usage: python lab/moe_host.py [TOKENS ...]   (default 1)"""
 import cProfile
 import pstats
 import sys

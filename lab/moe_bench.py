@@ -2,7 +2,7 @@
 top-6, uniform random routing), against its two grouped GEMMs alone on the same routed rows: what
 the glue (route, SwiGLU + requantize, combine) and the FP32 intermediate cost, the baseline a fused
 layer must beat. Method: bench/timing.time_calls (CUPTI, L2 flushed before every call, sum of every
-kernel of the call, median). Usage: PYTHONPATH=. python tools/moe_bench.py [--tokens 1,8,...]"""
+kernel of the call, median). Usage: python lab/moe_bench.py [--tokens 1,8,...]"""
 import argparse
 import sys
 

@@ -1,9 +1,9 @@
 """Does the GEMM's speed depend on the operand values? (session 7: the MoE bench's grouped GEMMs at
->= 1024 tokens ran 1.5x slower on random +-112 FP8 codes than tools/grouped_bench.py's on positive
+>= 1024 tokens ran 1.5x slower on random +-112 FP8 codes than lab/grouped_bench.py's on positive
 codes.) Times fp8gemm.matmul at 8192 x 8192 x 4096 and the grouped L1 of V4-Flash at 4096 tokens on
 three kinds of FP8 bytes: fp8gemm.testing's moderate table (|v| in [1/8, 7.5], both signs), random
 codes 0x00..0x6E (positive, |v| <= 112), random codes of both signs |v| <= 112. CUPTI, L2 cold,
-median of 10. Usage: PYTHONPATH=. python tools/data_power.py"""
+median of 10. Usage: python lab/data_power.py"""
 import cupy
 import numpy as np
 

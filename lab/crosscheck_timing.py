@@ -2,7 +2,7 @@
 
 Graph method: capture 20 x [L2 flush, call] and 20 x [L2 flush] alone; per-call time =
 (replay time of the first - replay time of the second) / 20, each the median of 5 replays.
-Usage: PYTHONPATH=. python tools/crosscheck_timing.py"""
+Usage: python lab/crosscheck_timing.py"""
 import statistics
 
 import torch

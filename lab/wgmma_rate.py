@@ -1,7 +1,7 @@
-"""Raw wgmma throughput (tools/wgmma_rate.cu): TFLOP/s of each instantiation, 132 CTAs, one per SM,
+"""Raw wgmma throughput (lab/wgmma_rate.cu): TFLOP/s of each instantiation, 132 CTAs, one per SM,
 timed with CUDA events around a launch of a few ms (throughput, not latency). Build the cubin with
-  nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -o tools/_wgmma_rate.cubin tools/wgmma_rate.cu
-Usage: python tools/wgmma_rate.py [cubin]"""
+  nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -o tools/_wgmma_rate.cubin lab/wgmma_rate.cu
+Usage: python lab/wgmma_rate.py [cubin]"""
 import re
 import sys
 
@@ -10,7 +10,7 @@ import cupy as cp
 
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "tools/_wgmma_rate.cubin"
-    inst = re.findall(r"^INST\((\d+), (\d+), (\d+), (\d+), (\w+), (\w+)\)", open("tools/wgmma_rate.cu").read(), re.M)
+    inst = re.findall(r"^INST\((\d+), (\d+), (\d+), (\d+), (\w+), (\w+)\)", open("lab/wgmma_rate.cu").read(), re.M)
     b = {"false": 0, "true": 1}
     mod = cp.RawModule(path=path)
     out = cp.zeros(132 * 384, dtype=cp.float32)

@@ -1,5 +1,5 @@
-// tools/wgmma_rs.cuh: RS wgmma (A from four registers per thread, B by descriptor) for N = 64, 128, 256, for
-// tools/wgmma_rate.cu only. Written out by the same loop as kernels_cu/ptx/gen_wgmma_fp8.py (SS).
+// lab/wgmma_rs.cuh: RS wgmma (A from four registers per thread, B by descriptor) for N = 64, 128, 256, for
+// lab/wgmma_rate.cu only. Written out by the same loop as kernels_cu/ptx/gen_wgmma_fp8.py (SS).
 template <int N> struct WgmmaFp8RS;
 template <>
 struct WgmmaFp8RS<64> {

@@ -2,9 +2,9 @@
 
 Profile with the source counters (PC sampling), e.g.
   ncu --section SourceCounters --section WarpStateStats --kernel-name regex:'nvjet|sm90_fp8' \
-      -o rep python3 tools/profile_vs_cublaslt.py 4096x4096x4096
+      -o rep python3 lab/profile_vs_cublaslt.py 4096x4096x4096
 then run this with ncu's Python module on the path:
-  PYTHONPATH=/usr/local/cuda/nsight-compute-*/extras/python python3 tools/pc_stalls.py rep.ncu-rep OUTDIR
+  PYTHONPATH=/usr/local/cuda/nsight-compute-*/extras/python python3 lab/pc_stalls.py rep.ncu-rep OUTDIR
 For every profiled kernel it writes OUTDIR/<index>_<name>.csv (pc, sass, samples per stall reason)
 and prints the kernel's sample total by reason, then its hottest instructions, then the samples by
 opcode (the SASS mnemonic without modifiers)."""

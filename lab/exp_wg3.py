@@ -1,7 +1,7 @@
 """The three-consumer-warpgroup kernel (sm90_fp8_gemm_wg3, v16) against the
 dispatcher's pick at large M: CUPTI device time, L2 flushed before each call, median of 10, and
 each output's relative difference from the dispatcher's.
-Usage: PYTHONPATH=. python tools/exp_wg3.py [--shapes MxNxK,...]"""
+Usage: python lab/exp_wg3.py [--shapes MxNxK,...]"""
 import sys
 
 import torch

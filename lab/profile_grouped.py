@@ -1,7 +1,7 @@
 """A process for `ncu` to profile (issue 8, bench/NOTES.md session 12): the three-warpgroup
 kernel dense and in its grouped mode on the same work (192 rows, one group of N = 65536, K = 4096,
 fp16 out), each called twice (the first call compiles). Profile the second calls with
-  ncu --kernel-name regex:wg3 --launch-skip 2 --launch-count 2 ... python3 tools/profile_grouped.py
+  ncu --kernel-name regex:wg3 --launch-skip 2 --launch-count 2 ... python3 lab/profile_grouped.py
 (launch order: dense, grouped, dense, grouped)."""
 import cupy
 

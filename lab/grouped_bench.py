@@ -6,7 +6,7 @@ every call, median of --iters; a call's time is the sum of all its kernels). Rou
 uniformly at random, top-6; the contiguous layout sorts the (token, slot) rows by expert, the
 masked one pads every expert to the largest count. Roofline: bytes of the active experts' weights,
 A and C once; ceilings measured in the same run (bench/cli.measure_ceilings).
-Usage: PYTHONPATH=. python tools/grouped_bench.py [--tokens 1,8,...] [--iters 10] [--csv PATH]
+Usage: python lab/grouped_bench.py [--tokens 1,8,...] [--iters 10] [--csv PATH]
 """
 import argparse
 import csv

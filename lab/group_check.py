@@ -2,7 +2,7 @@
 tuner never saw? Per shape: the fallback's candidate with its group and with the other choice
 (1 <-> 8), device time (CUPTI, L2 cold, median of 20), correctness of both checked.
 
-    PYTHONPATH=. python tools/group_check.py"""
+    python lab/group_check.py"""
 from dataclasses import replace
 
 import cupy

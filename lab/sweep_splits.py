@@ -1,6 +1,6 @@
 """Sweep (block_n, splits) of the general kernel on small-M shapes: device time per config,
 L2-cold, CUPTI (the benchmark's timer). Prints one line per shape with the best config and the
-dispatcher's current choice. Usage: PYTHONPATH=. python tools/sweep_splits.py"""
+dispatcher's current choice. Usage: python lab/sweep_splits.py"""
 import itertools
 
 import torch

@@ -1,7 +1,7 @@
 """Experiment (issue 6): variants of the activation quantizer's vector path against the shipped kernel
 and a pure stream kernel (same bytes: read 2 B, write 1 B per value, no arithmetic) as the ceiling.
 CUPTI, L2 cold (bench.timing), median of 20; every variant is checked bit for bit against the
-shipped kernel. Usage: PYTHONPATH=. python tools/quant_exp.py"""
+shipped kernel. Usage: python lab/quant_exp.py"""
 import os
 
 import cupy

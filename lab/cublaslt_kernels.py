@@ -1,7 +1,7 @@
 """Which kernel cuBLASLt runs for block-scaled FP8 (torch scaled_mm, 1x128 x 128x128 scales):
 its name, grid, block, registers and shared memory, from a kineto trace. Reads nothing of ours.
 
-    python3 tools/cublaslt_kernels.py [--shapes M,N,K ...] [--trace DIR]
+    python3 lab/cublaslt_kernels.py [--shapes M,N,K ...] [--trace DIR]
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Build: nvcc -cubin -arch=sm_90a -o empty.cubin tools/launch_floor_kernels.cu; gcc -O2 -o launch_floor tools/launch_floor.c -I/usr/local/cuda/include -ldl
+// Build: nvcc -cubin -arch=sm_90a -o empty.cubin lab/launch_floor_kernels.cu; gcc -O2 -o launch_floor lab/launch_floor.c -I/usr/local/cuda/include -ldl
 // Run:   ./launch_floor empty.cubin
 // Host cost of cuLaunchKernel on this machine, in C: per-call time over batches of 50 launches of an
 // empty kernel (device synchronized between batches), median of the batches.

@@ -1,4 +1,4 @@
-// tools/wgmma_rate.cu: raw wgmma throughput on one SM, no TMA and no barriers (bench/NOTES.md,
+// lab/wgmma_rate.cu: raw wgmma throughput on one SM, no TMA and no barriers (bench/NOTES.md,
 // session 10). Each of kWgs warpgroups per CTA loops over {fence; 4 x m64nNk32 from a fixed
 // 128B-swizzled shared tile; commit; wait<kDepth>} into kAccs accumulators in turn; kRS takes A from
 // registers (RS) instead of shared memory (SS); kPromote adds the kernel's per-block promotion

@@ -1,0 +1,219 @@
+// general_tiles.cuh: what the general kernel (sm90_fp8_gemm_general.cu: tokens on wgmma's 64-row
+// M side) and the swap-AB kernel (sm90_fp8_gemm_swap_ab.cu: weight rows there) share: the CTA's
+// warpgroups and register split, the shared-memory layout, the tile space and where a work unit's
+// TMA boxes start (plain or grouped), and the producer's loop.
+//
+// A CTA has 3 warpgroups:
+//   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
+//                runs on across work units, so the next unit's loads overlap this unit's epilogue;
+//   warpgroups 1-2 consumers: each owns 64 rows of the 128 x BLOCK_N tile and runs wgmma on them.
+// The tile space is rows x columns of the product the wgmma computes: C (M x N), or C^T (N x M)
+// under swap-AB, where tmap_a maps B and tmap_b maps A.
+// Grouped (kGrouped, MoE): A and C hold every group's rows, B is [G * N, K]; the groups come as
+// device offsets [G + 1] or counts [G] (masked: group g owns rows g * group_rows ..), which every
+// CTA scans into a shared-memory prefix of token tiles (scheduler.cuh). The token side of the tile
+// space is then every group's token tiles in group order, and a tile never stores past its
+// group's end.
+#pragma once
+#include "common/types.cuh"
+#include "common/pipeline.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/tma.cuh"
+#include "scheduler.cuh"
+#include "swiglu_epilogue.cuh"
+
+namespace fp8gemm {
+
+namespace general {
+constexpr uint32_t BLOCK_M = 128;                        // 2 consumer warpgroups x 64 rows
+constexpr uint32_t BLOCK_K = 128;                        // one scale group; one 128B swizzle row
+constexpr uint32_t kNumConsumerWarpgroups = BLOCK_M / kWgmmaM;
+constexpr uint32_t kNumConsumerThreads = kNumConsumerWarpgroups * kWarpgroupThreads;
+constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups);
+constexpr uint32_t kProducerRegs = 40;
+constexpr uint32_t kConsumerRegs = 232;
+// NOTES: the producer is lane 0 of warp 1, not thread 0: outside the grouped mode (whose scheduler
+// needs the CTA's tile prefix first) it locates its first unit while thread 0 sets up the ring,
+// both already at the producer's register budget, so that the first TMA issues right after the
+// CTA sync. Before, the first TMA left ~1.1 us after kernel entry and the consumers waited ~2.2 us
+// for their first stage; the fixed time of a launch is most of what cuBLASLt gained on one- or
+// two-wave shapes (bench/NOTES.md, "launch latency of the general kernel").
+constexpr uint32_t kProducerThread = 32;
+// Named barrier ids (0 is __syncthreads).
+enum Barrier : uint32_t {
+    kConsumerBarrier = 1,
+    kEpilogueBarrier0 = 2,   // + consumer warpgroup
+    kOrderBarrier = 2 + kNumConsumerWarpgroups,
+};
+// NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread: 65536 / 384
+// rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others' .dec have freed enough,
+// so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md v7).
+constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
+static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
+                  <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
+static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
+
+/// The family's shared memory (common/pipeline.cuh's RingSmem): 128-row A stages, BLOCK_N-row B
+/// stages, the TMA-store staging of both consumer warpgroups, the fused SwiGLU's hold, 16 bytes of
+/// flags (the split-K last-split flag) and, grouped, the tile prefix [G + 1] after them.
+template <uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kStagingBytes, uint32_t kHoldBytes = 0>
+using Smem = RingSmem<BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNumStages, kNumConsumerWarpgroups * kStagingBytes,
+                      kNumConsumerWarpgroups * kHoldBytes, 16>;
+}  // namespace general
+
+/// A work unit's loads: its K range, where its A box starts, and the first row of its B box.
+struct UnitLoads {
+    WorkUnit w;
+    uint32_t a_row, b_row;
+};
+
+/// The tile space of one launch and where each work unit's boxes lie. ``kMaxBoxShift``: how many
+/// rows past its A stage a consumer may read (see a_box).
+template <uint32_t BLOCK_N, uint32_t kGroupM, bool kSwapAB, bool kGrouped, bool kSwiGLU, uint32_t kMaxBoxShift>
+struct GeneralTiles {
+    using Scheduler = TileScheduler<general::BLOCK_M, BLOCK_N, general::BLOCK_K, kGroupM>;
+    // Grouped: the groups' token tiles, BLOCK_M rows each (or BLOCK_N columns under swap-AB).
+    static constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : general::BLOCK_M;
+
+    uint32_t M, N, K, num_splits;
+    const int32_t* groups;
+    const uint32_t* tile_prefix;
+    uint32_t num_groups, group_rows;
+
+    /// NOTES: each warpgroup builds the scheduler after its setmaxnreg; built before, its values
+    /// were spilled across the register reallocation (hence the grouped producer's setmaxnreg
+    /// before it builds one).
+    __device__ __forceinline__ Scheduler scheduler() const {
+        const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * kTokenTile : M;
+        return Scheduler(kSwapAB ? N : token_extent, kSwapAB ? token_extent : N, K, num_splits);
+    }
+
+    /// A unit's rows [row_base, row_end) and columns [col_base, col_end) inside C (C^T under
+    /// swap-AB), and its group. Grouped, the token side comes from the group holding the unit's
+    /// token tile.
+    __device__ __forceinline__ TileSpan span(const WorkUnit& w) const {
+        TileSpan t{w.m_block * general::BLOCK_M, kSwapAB ? N : M, w.n_block * BLOCK_N, kSwapAB ? M : N, 0u};
+        if constexpr (kGrouped) {
+            const TileRows g = locate_group_tile(kSwapAB ? w.n_block : w.m_block, groups, tile_prefix, num_groups,
+                                                 group_rows, M, kTokenTile);
+            if constexpr (kSwapAB) { t.col_base = g.row_base; t.col_end = g.row_end; }
+            else { t.row_base = g.row_base; t.row_end = g.row_end; }
+            t.group = g.group;
+        }
+        return t;
+    }
+
+    /// Where the producer loads the tile's A-side box (128 rows of tmap_a) and how many rows the
+    /// consumers skip in it. NOTES: a box reaching past the map's last row is zero-filled by TMA,
+    /// but slowly: with 80 of 128 rows past the end the grouped GEMM took 1.5x as long
+    /// (bench/NOTES.md v12). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte
+    /// alignment wgmma's descriptors need) to end less than 8 rows past the map, when the map has
+    /// rows above it; the consumers start their descriptors that many rows in. Every row a tile
+    /// stores stays inside the box; the rows past it are past the map (never stored) and are read
+    /// from what follows the A stage in shared memory: at most kMaxBoxShift rows, so that reads of
+    /// the last A stage stay inside the B stages and the staging area.
+    __device__ __forceinline__ void a_box(const TileSpan& t, uint32_t& box_row, uint32_t& shift) const {
+        const uint32_t a_map_rows = kSwapAB ? (kGrouped ? num_groups * N : N) : M;
+        box_row = t.row_base + (kSwapAB ? t.group * N : 0u);
+        shift = 0;
+        if (box_row + general::BLOCK_M > a_map_rows) {
+            const uint32_t over = min((box_row + general::BLOCK_M - a_map_rows) & ~7u, kMaxBoxShift);
+            if (over <= box_row) { box_row -= over; shift = over; }
+        }
+    }
+
+    __device__ __forceinline__ UnitLoads loads(const Scheduler& sched, uint32_t u) const {
+        UnitLoads l;
+        l.w = sched.unit(u);
+        const TileSpan t = span(l.w);
+        uint32_t a_shift;
+        a_box(t, l.a_row, a_shift);
+        // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused SwiGLU:
+        // [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
+        l.b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
+        return l;
+    }
+};
+
+/// How many rows past its A stage a consumer of the family may read (GeneralTiles::a_box): what
+/// follows the last A stage (the B stages and the staging area), at most 120, in whole 8-row atoms.
+template <uint32_t kNumStages, uint32_t kBStageBytes, uint32_t kStagingBytes>
+__host__ __device__ constexpr uint32_t general_max_box_shift() {
+    return ((kNumStages * kBStageBytes + kStagingBytes) / general::BLOCK_K < 120u
+                ? (kNumStages * kBStageBytes + kStagingBytes) / general::BLOCK_K : 120u) & ~7u;
+}
+
+/// The producer thread's loop: every unit of this CTA (blockIdx.x, then gridDim.x further on),
+/// kSubTiles passes over its K range each (two under the fused SwiGLU: 64 gate + 64 up rows of B
+/// per stage, two TMA boxes), one stage of A and B per K block. ``first``: the first unit's loads,
+/// located before the CTA sync (or just now).
+template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, class Tiles, class Smem>
+__device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
+                                              UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
+                                              const TmaDescriptor* tmap_b) {
+    constexpr uint32_t kAStage = general::BLOCK_M * general::BLOCK_K;
+    constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
+    PipelineState<kNumStages> pipe;
+    uint32_t loads = 0;                            // stages filled so far
+    UnitLoads l = first;
+    for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+        if (u != blockIdx.x) l = tiles.loads(sched, u);
+        for (uint32_t sub = 0; sub < kSubTiles; ++sub) {
+            for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
+                // The ring's first round needs no wait: every stage starts empty.
+                if (loads >= kNumStages) mbarrier_wait_parity(&smem.empty_bar[pipe.stage], pipe.empty_parity());
+                Mbarrier* bar = &smem.full_bar[pipe.stage];
+                mbarrier_arrive_expect_tx(bar, kAStage + kBStage);
+                tma_load_2d(smem.a + pipe.stage * kAStage, tmap_a, bar, kb * general::BLOCK_K, l.a_row);
+                uint8_t* b_stage = smem.b + pipe.stage * kBStage;
+                if constexpr (kSwiGLU) {
+                    const uint32_t gate_row = l.b_row + sub * swiglu::kActCols;
+                    tma_load_2d(b_stage, tmap_b, bar, kb * general::BLOCK_K, gate_row);
+                    tma_load_2d(b_stage + swiglu::kActCols * general::BLOCK_K, tmap_b, bar, kb * general::BLOCK_K,
+                                gate_row + tiles.N);
+                } else {
+                    tma_load_2d(b_stage, tmap_b, bar, kb * general::BLOCK_K, l.b_row);
+                }
+            }
+        }
+    }
+}
+
+/// The CTA's start, common to the family, up to the CTA sync: the producer warpgroup drops to its
+/// register budget (outside the grouped mode: before anything, see kProducerThread), thread 0
+/// sets up the ring, grouped CTAs build their tile prefix, and (early_start) the producer's warp
+/// locates its first unit.
+template <uint32_t kNumStages, bool kTmaStore, bool kGrouped, class Tiles, class Smem>
+__device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem& smem, uint32_t* tile_prefix,
+                                                  const TmaDescriptor* tmap_a, const TmaDescriptor* tmap_b,
+                                                  const TmaDescriptor* tmap_c, uint32_t warp_idx, bool early_start,
+                                                  typename Tiles::Scheduler& producer_sched, UnitLoads& producer_first) {
+    if (!kGrouped && warp_idx / 4 == 0) setmaxnreg_dec<general::kProducerRegs>();
+    if (threadIdx.x == 0)
+        init_tma_ring<kNumStages, kTmaStore>(tmap_a, tmap_b, tmap_c, smem.full_bar, smem.empty_bar,
+                                             general::kNumConsumerWarpgroups * 4);
+    if constexpr (kGrouped)
+        group_tile_prefix<Tiles::kTokenTile>(tiles.groups, tiles.num_groups, tiles.group_rows, tiles.M, tile_prefix);
+    producer_early_start<!kGrouped>(warp_idx == general::kProducerThread / 32 && early_start, producer_sched,
+                                    producer_first, [&]() { return tiles.scheduler(); },
+                                    [&](const typename Tiles::Scheduler& s, uint32_t u) { return tiles.loads(s, u); });
+    __syncthreads();
+}
+
+/// The producer warpgroup after the CTA sync: its thread kProducerThread runs produce_units.
+template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, bool kGrouped, class Tiles, class Smem>
+__device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem& smem, const TmaDescriptor* tmap_a,
+                                                 const TmaDescriptor* tmap_b, bool early_start,
+                                                 typename Tiles::Scheduler& producer_sched, UnitLoads producer_first) {
+    if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
+    if (threadIdx.x == general::kProducerThread) {
+        if (!early_start) producer_sched = tiles.scheduler();
+        // The first unit's loads come from before the CTA sync (grouped, split: located here);
+        // each next unit's are located after the previous unit's last load.
+        UnitLoads l = producer_first;
+        if (!early_start && blockIdx.x < producer_sched.num_units) l = tiles.loads(producer_sched, blockIdx.x);
+        produce_units<kNumStages, kSubTiles, kSwiGLU>(tiles, producer_sched, l, smem, tmap_a, tmap_b);
+    }
+}
+
+}  // namespace fp8gemm

@@ -1,0 +1,171 @@
+// sm90_fp8_gemm_swap_ab.cu: the decode-size W8A8 block-FP8 GEMM for SM90 (M <= 64 tokens).
+//
+// Same operands, layouts and result as sm90_fp8_gemm_general.cu (read its header first), computed
+// as C^T = B A^T: the weight rows lie on wgmma's 64-row M side and the tokens on its N side
+// (BLOCK_N = 8..64), so no MMA row is wasted on padding tokens. The pipeline is the general
+// kernel's (general_tiles.cuh: one TMA producer warpgroup, two consumer warpgroups of 64 weight
+// rows, a persistent grid over (tile, K split) units) with tmap_a mapping B and tmap_b mapping A.
+// Bs becomes one scalar per tile (a 128-row tile is one Bs block) and As a scale per column; the
+// epilogue stores the tile transposed, masked, from registers.
+// Split-K (num_splits > 1, the usual case here: few tiles, long K): split_k.cuh.
+// Grouped (kGrouped, MoE decode): each group's tokens on the BLOCK_N side; B is [G * N, K].
+#include "common/types.cuh"
+#include "common/pipeline.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/sync.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+#include "epilogue.cuh"
+#include "general_tiles.cuh"
+#include "scheduler.cuh"
+#include "split_k.cuh"
+
+namespace fp8gemm {
+
+// The argument list is the general kernel's (the host builds one argument block for both); the
+// C tensor map and the fused SwiGLU's arguments are unused here.
+template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
+          bool kGrouped = false>
+__global__ void __launch_bounds__(general::kNumThreads, 1)
+sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // B [N, K], box {128, BLOCK_M}
+                             const __grid_constant__ TmaDescriptor tmap_b,   // A [M, K], box {128, BLOCK_N}
+                             const __grid_constant__ TmaDescriptor tmap_c,   // unused
+                             const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
+                             const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
+                             void* __restrict__ out, int64_t ldc,
+                             uint32_t M, uint32_t N, uint32_t K,
+                             uint32_t num_splits,                      // K splits per tile (1: none)
+                             float* __restrict__ workspace,            // [tiles][splits][BLOCK_M*BLOCK_N] if split
+                             uint32_t* __restrict__ tile_counters,     // [tiles], zero between launches
+                             const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
+                             int64_t sb_stride_g,
+                             float* __restrict__ act_scale, float swiglu_limit) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace general;
+    constexpr OutType kOut = static_cast<OutType>(kOutType);
+    using Mma = WgmmaFp8<BLOCK_N>;
+    static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
+    static_assert(kNumStages >= 2, "need at least double buffering");
+
+    using SmemLayout = Smem<BLOCK_N, kNumStages, 0>;
+    constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
+    extern __shared__ uint8_t smem_raw[];
+    const SmemLayout smem(smem_raw);
+    volatile uint32_t* last_split_flag = smem.flags;
+    uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
+
+    const uint32_t warp_idx = warp_idx_uniform();
+    const uint32_t lane_idx = threadIdx.x % 32;
+    const uint32_t warpgroup_idx = warp_idx / 4;
+
+    using Tiles = GeneralTiles<BLOCK_N, kGroupM, true, kGrouped, false,
+                               general_max_box_shift<kNumStages, SMEM_B_PER_STAGE, 0>()>;
+    const Tiles tiles{M, N, K, num_splits, groups, tile_prefix, num_groups, group_rows};
+
+    typename Tiles::Scheduler producer_sched;
+    UnitLoads producer_first;
+    // NOTES: not under split-K, see the general kernel.
+    const bool early_start = !kGrouped && num_splits == 1;
+    general_cta_start<kNumStages, false, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
+                                                    early_start, producer_sched, producer_first);
+    if (warpgroup_idx == 0) {
+        general_producer<kNumStages, 1, false, kGrouped>(tiles, smem, &tmap_a, &tmap_b, early_start, producer_sched,
+                                                         producer_first);
+    } else {
+        // ================================ consumers ===============================
+        setmaxnreg_inc<kConsumerRegs>();
+        const auto sched = tiles.scheduler();
+        const uint32_t math_wg = warpgroup_idx - 1;      // which 64 weight rows of the tile
+        const uint32_t warp_in_wg = warp_idx % 4;
+        const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..255
+        // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
+        const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
+
+        float accum[Mma::kNumAccum];   // one promotion group of this warpgroup's 64 x BLOCK_N
+        float total[Mma::kNumAccum];   // running FP32 sum after scale promotion
+        PipelineState<kNumStages> pipe;
+
+        for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+            const WorkUnit w = sched.unit(u);
+            const TileSpan t = tiles.span(w);
+            uint32_t a_row, a_shift;
+            tiles.a_box(t, a_row, a_shift);
+            // The tokens (columns) this tile may store: M, or (grouped) the end of its group.
+            const uint32_t col_limit = t.col_end;
+            const uint32_t row0 = t.row_base + row_in_tile;
+            // One Bs per tile (BLOCK_M = 128 weight rows = one Bs block), As per tile column;
+            // column reads clamp to a valid token (tokens past the limit are never stored).
+            const float* sb_row = b_scale + static_cast<int64_t>(w.m_block) * sb_stride_n +
+                                  (kGrouped ? static_cast<int64_t>(t.group) * sb_stride_g : 0);
+            const uint32_t col0 = t.col_base + 2 * (lane_idx % 4);   // this thread's first column
+#pragma unroll
+            for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
+
+            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                // Scale loads first: their latency hides under the wait and the wgmma.
+                const float sb = sb_row[kb * sb_stride_k];
+                float s_col[BLOCK_N / 4];                        // per column: [j][e]
+#pragma unroll
+                for (uint32_t q = 0; q < BLOCK_N / 4; ++q) {
+                    const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), col_limit - 1);
+                    s_col[q] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
+                }
+
+                mbarrier_wait_parity(&smem.full_bar[pipe.stage], pipe.full_parity());
+                const uint8_t* a_tile = smem.a + pipe.stage * (BLOCK_M * BLOCK_K) + (math_wg * kWgmmaM + a_shift) * BLOCK_K;
+                const uint8_t* b_tile = smem.b + pipe.stage * SMEM_B_PER_STAGE;
+                const uint64_t desc_a = make_smem_desc_k128b(a_tile);
+                const uint64_t desc_b = make_smem_desc_k128b(b_tile);
+
+                // Promotion groups: 4 wgmma per group (coarse) or 1 (fine); scales are per 128-K block.
+                constexpr uint32_t kMmasPerBlock = BLOCK_K / kWgmmaKFp8;
+                constexpr uint32_t kMmasPerGroup = kFinePromotion ? 1 : kMmasPerBlock;
+#pragma unroll
+                for (uint32_t k0 = 0; k0 < kMmasPerBlock; k0 += kMmasPerGroup) {
+                    wgmma_fence_operands(accum);
+                    wgmma_fence();
+#pragma unroll
+                    for (uint32_t k = k0; k < k0 + kMmasPerGroup; ++k) {
+                        // NOTES: +k*32 bytes along the swizzled row = +(k*32 >> 4) in the address field.
+                        const uint64_t step = (k * kWgmmaKFp8) >> 4;
+                        Mma::mma(desc_a + step, desc_b + step, accum, k > k0 ? 1u : 0u);
+                    }
+                    wgmma_commit_group();
+                    wgmma_wait<0>();
+                    wgmma_fence_operands(accum);
+
+                    // After the block's last wgmma the stage is no longer read: hand it back.
+                    if (k0 + kMmasPerGroup == kMmasPerBlock) {
+                        __syncwarp();
+                        if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[pipe.stage]);
+                    }
+
+                    // Promotion: total += accum * As[token, kb] * Bs[weight block, kb]. Accumulator i
+                    // is (row half h = (i >> 1) & 1, column pair j = i / 4, element e = i % 2).
+#pragma unroll
+                    for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * s_col[(i / 4) * 2 + (i % 2)];
+                }
+            }
+
+            // ---- split-K: publish this split's partial; the last split of the tile reduces ----
+            // A thread whose values all lie past N or whose first column is past the tokens holds
+            // nothing that is ever stored.
+            if (num_splits > 1) {
+                const bool has_rows = row0 < N && col0 < col_limit;
+                split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
+                                                                        w.split_idx, num_splits, has_rows, consumer_tid,
+                                                                        last_split_flag, kConsumerBarrier);
+                if (*last_split_flag == 0) continue;             // another split finishes the tile
+                split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.tile_idx, num_splits, has_rows,
+                                                                    consumer_tid);
+            }
+            store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, col_limit, N, row0, col0);
+        }
+    }
+#else
+    // Built for another architecture: this kernel needs sm_90a (wgmma, setmaxnreg, TMA).
+    asm volatile("trap;");
+#endif
+}
+
+}  // namespace fp8gemm
