@@ -83,8 +83,9 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
             jf.write_text(json.dumps(chunk))
             sf.write_text("")
             log = open(Path(tmp) / f"log{serial}.txt", "w")
+            # cwd: the job folder, so that `-m` never imports a checkout's uninstalled fp8gemm/
             proc = subprocess.Popen([python or sys.executable, "-m", worker_module, str(jf), str(sf)],
-                                    stdout=log, stderr=subprocess.STDOUT)
+                                    stdout=log, stderr=subprocess.STDOUT, cwd=jf.parent)
             running.append((proc, chunk, sf, log, time.time()))
 
         def log_tail(log):
