@@ -283,7 +283,7 @@ def host_phase(shapes, args) -> dict:
 def host_floor(out_dtype: str) -> dict:
     """The host time of our fast path next to its floor, for one decode shape (M=64, N=K=4096):
     the same plan's output allocation plus its launch through CuPy's cuLaunchKernel and nothing
-    else, which any Python implementation pays (host overhead, issue 6)."""
+    else, which any Python implementation pays (host overhead)."""
     import cupy
     from cupy_backends.cuda.api.driver import launchKernel
 

@@ -1,4 +1,4 @@
-"""`fp8gemm-bench --moe`: the MoE layer (issue 8) on DeepSeek-V4 shapes, all experts on one GPU.
+"""`fp8gemm-bench --moe`: the MoE layer on DeepSeek-V4 shapes, all experts on one GPU.
 
 For each model (V4-Flash: hidden 4096, I 2048, 256 experts; V4-Pro: hidden 7168, I 3072, 384
 experts; top-6), token count and routing (uniform: 6 distinct experts per token drawn uniformly;
@@ -15,7 +15,7 @@ so one expert takes most tokens and many get none), it times in the same run:
 * ``l1_us`` / ``l2_us``: each grouped GEMM alone as `fp8gemm.grouped_matmul_contiguous` runs it
   with bf16 output, and ``l1_frac`` / ``l2_frac`` = (its roofline + 2 us) / its time, the roofline
   being its active experts' weights, its input and its output over the copy bandwidth, or its FLOPs
-  over the FP8 peak (issue 8: >= 0.8 at decode token counts);
+  over the FP8 peak (the goal: >= 0.8 at decode token counts);
 * ``bound_us``: the layer's roofline from ceilings measured in the same run: the bytes of the active
   experts' weights, x and the output over the copy bandwidth, or the FLOPs over the FP8 peak,
   whichever is longer. ``max_gain`` = layer / bound: what no kernel, fused or not, could beat;
@@ -155,7 +155,7 @@ def gemm_roofline_us(active: int, pairs: int, n: int, k: int, bw: float, peak: f
     return max(nbytes / bw, 2.0 * pairs * n * k / peak) * 1e6
 
 
-GEMM_SLACK_US = 2.0   # issue 8's decode target: >= 0.8 of roofline + 2 us
+GEMM_SLACK_US = 2.0   # the decode target: >= 0.8 of roofline + 2 us
 
 
 def check_layer(x, xs, ids, w, w1, s1, w2, s2, got) -> float:

@@ -25,67 +25,25 @@ from pathlib import Path
 
 from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
 from fp8gemm.dispatch import selector as sel
+from fp8gemm.dispatch.variant import DEFAULT_NUM_SMS
 
 from .cli import OURS_TOL, _int_list, resolve_shapes
 
-STATE_VERSION = 1
-ENTRY_FIELDS = ("variant", "block_n", "stages", "group_m", "splits", "swap_ab", "block_m")
+STATE_VERSION = 2             # results hold the variant and its own knobs
 
 
 # ---- the search space (CPU) ---------------------------------------------------------------------
 
-def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 16) -> list:
-    """The fallback's choice first, then valid neighbours in order of the time model's estimate,
-    at most ``limit`` in all (the fallback is always kept)."""
+def candidates(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, limit: int = 16) -> list:
+    """The fallback's choice first, then each variant's tuner_candidates (in sel.TUNER_ORDER) that
+    are valid for the shape, at most ``limit`` in all (the fallback is always kept)."""
     fallback = sel.fallback(desc, num_sms)
-    k_blocks = -(-desc.k // sel.GENERAL_BLOCK_K)
-    tilings = []   # (model us, swap_ab, block_n, splits)
-    orientations = [False] + ([True] if desc.m <= 2 * sel.SWAP_MAX_M else [])
-    for swap in orientations:
-        rows, cols = (desc.n, desc.m) if swap else (desc.m, desc.n)
-        for block_n in (sel.SWAP_BLOCK_NS if swap else sel.GENERAL_BLOCK_NS):
-            if block_n > max(16, 2 * cols) and block_n != 128:
-                continue                     # tiles far wider than the matrix: pure padding
-            tiles = -(-rows // sel.GENERAL_BLOCK_M) * -(-cols // block_n)
-            max_splits = max(sel._general_splits(tiles, k_blocks, num_sms), 1)
-            for splits in sorted({1, 2, 3, 4, 6, 8, 12, 16}):
-                if splits > max_splits:
-                    continue
-                cost = sel.general_cost(rows, cols, desc.k, block_n, splits, num_sms)
-                tilings.append((cost, swap, block_n, splits))
-    tilings.sort(key=lambda t: t[0])
     out, seen = [fallback], {fallback.key()}
-
-    def add(c: Candidate):
-        if c.key() not in seen and is_valid(desc, c) and len(out) < limit:
-            seen.add(c.key())
-            out.append(c)
-
-    if desc.m <= sel.GEMV_TOKEN_TILES[-1]:   # decode: the gemv kernel's warps and unroll
-        tile = sel.gemv_candidate(desc).block_n
-        for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
-            add(Candidate(sel.GEMV, tile, unroll, warps, 1, False, sel.GEMV_ROWS))
-
-    if desc.k <= sel.SHORT_K_MAX_K:          # short-K tiles, most area first
-        for block_m in sel.SHORT_K_BLOCK_MS[::-1]:
-            for block_n in sel.SHORT_K_BLOCK_NS[::-1]:
-                if block_n <= max(16, 2 * desc.n):
-                    add(Candidate(sel.SHORT_K, block_n, 2, 1, 1, False, block_m))
-
-    if desc.m >= sel.WG3_MIN_M // 4 and desc.out_dtype != "float32":   # three warpgroups: depth, raster
-        for stages, group_m in ((sel.WG3_STAGES, 8), (sel.WG3_STAGES, 1), (4, 8)):
-            add(Candidate(sel.WG3, 128, stages, group_m, 1, False, sel.WG3_BLOCK_M))
-
-    for i, (_, swap, block_n, splits) in enumerate(tilings):
-        stages = sel._stages(block_n, desc.out_dtype, swap)
-        add(Candidate(sel.GENERAL, block_n, stages, 8, splits, swap))
-        if i < 2:                            # the two best tilings: pipeline depth and raster group
-            tiles = -(-(desc.n if swap else desc.m) // sel.GENERAL_BLOCK_M)
-            if stages > 4:
-                add(Candidate(sel.GENERAL, block_n, 4, 8, splits, swap))
-            if tiles > 8:
-                add(Candidate(sel.GENERAL, block_n, stages, 16, splits, swap))
-                add(Candidate(sel.GENERAL, block_n, stages, 1, splits, swap))
+    for cls in sel.TUNER_ORDER:
+        for c in cls.tuner_candidates(desc, num_sms):
+            if c.key() not in seen and is_valid(desc, c) and len(out) < limit:
+                seen.add(c.key())
+                out.append(c)
     return out
 
 
@@ -93,14 +51,7 @@ def candidates(desc: GemmDesc, num_sms: int = sel.DEFAULT_NUM_SMS, limit: int = 
 
 def label(c: Candidate) -> str:
     """A short name of a candidate for the state file, e.g. short_k 128x64 or general 128x32 s4 g8 k2."""
-    if c.variant == sel.SHORT_K:
-        return f"short_k {c.block_m}x{c.block_n}"
-    if c.variant == sel.GEMV:
-        return f"gemv {c.block_m}x{c.block_n} w{c.group_m} u{c.stages}"
-    if c.variant == sel.WG3:
-        return f"wg3 {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
-    return (f"{'swap' if c.swap_ab else 'general'} {c.block_m}x{c.block_n} s{c.stages} g{c.group_m}"
-            f" k{c.splits}")
+    return c.label()
 
 
 def shape_key(m: int, n: int, k: int, out_dtype: str) -> str:
@@ -132,7 +83,7 @@ def save_json(path: Path, obj) -> None:
 
 
 def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: float | None = None,
-         limit: int = 16, num_sms: int = sel.DEFAULT_NUM_SMS, save=None, clock=time.monotonic,
+         limit: int = 16, num_sms: int = DEFAULT_NUM_SMS, save=None, clock=time.monotonic,
          progress=None) -> dict:
     """Tune every shape not yet in ``state["results"]``.
 
@@ -159,7 +110,7 @@ def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: fl
         for c in ranked:
             err = check_fn(desc, c)
             if err <= OURS_TOL[out_dtype]:
-                result.update({f: getattr(c, f) for f in ENTRY_FIELDS})
+                result.update({"variant": c.variant, **c.knobs()})
                 result.update({"us": times[c.key()], "rel_err": err})
                 break
         else:
@@ -182,7 +133,7 @@ def table_from_state(state: dict, meta: dict, keep: list | None = None) -> dict:
     for r in state["results"].values():
         if "failed" in r or r.get("out_dtype", "bfloat16") != "bfloat16":
             continue          # the table serves bf16 (and fp16: same smem); fp32 keeps the fallback
-        entries.append({"n": r["n"], "k": r["k"], "m": r["m"], **{f: r.get(f, 128) if f == "block_m" else r[f] for f in ENTRY_FIELDS},
+        entries.append({"n": r["n"], "k": r["k"], "m": r["m"], "variant": r["variant"], **sel.from_entry(r).knobs(),
                         "us": round(r["us"], 3),
                         "fallback_us": None if r["fallback_us"] is None else round(r["fallback_us"], 3)})
     entries.sort(key=lambda e: (e["n"], e["k"], e["m"]))

@@ -1,8 +1,16 @@
-"""The dispatcher: (M, N, K, out dtype) -> kernel variant + meta-parameters.
+"""The dispatcher: (M, N, K, out dtype) -> a kernel variant's descriptor with its knobs.
 
-Importable without CuPy, so it is tested on the CPU. See selector.py.
+One module per variant (general.py: General and SwapAB, short_k.py, gemv.py, wg3.py; grouped.py:
+the grouped GEMMs' and the fused SwiGLU L1's choice), the shared base in variant.py, the choice
+among them in selector.py. Planning a launch needs the package's launcher, but selection runs on
+the CPU without CuPy, so it is tested there.
 """
-from .selector import Candidate, GemmDesc, explain, is_valid, select, variants
-from .selector import smem_bytes as smem_bytes_of
+from .gemv import Gemv
+from .general import General, SwapAB
+from .selector import VARIANTS, explain, fallback, is_valid, select, variants
+from .short_k import ShortK
+from .variant import Candidate, GemmDesc
+from .wg3 import Wg3
 
-__all__ = ["Candidate", "GemmDesc", "explain", "is_valid", "select", "smem_bytes_of", "variants"]
+__all__ = ["VARIANTS", "Candidate", "GemmDesc", "Gemv", "General", "ShortK", "SwapAB", "Wg3", "explain",
+           "fallback", "is_valid", "select", "variants"]

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from . import output, plans
-from .dispatch import Candidate, GemmDesc, is_valid, select, smem_bytes_of
+from .dispatch import Candidate, GemmDesc, is_valid, select
 from .intake import CUPY, TORCH, framework_of, intake
-from .launcher import plan, sm_count
+from .launcher import building, sm_count
 from .plans import PLANS, execute, plan_key, remember
 from .validate import check_block_size, out_row_stride, validate_gemm
 
@@ -26,7 +26,8 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
         out_dtype  "bfloat16" (default), "float16" or "float32" (or a framework dtype).
         out        optional [..., N] array to write into (CuPy or torch; unit stride along N).
         block_size must be (128, 128).
-        config     a dispatch.Candidate to force a kernel variant (tests and benchmarks).
+        config     a variant's descriptor (fp8gemm.dispatch: General, SwapAB, ShortK, Gemv,
+                   Wg3) to force a kernel and its knobs (tests and benchmarks).
 
     Returns the [..., N] result as the caller's kind of array (the framework of ``a``), ordered on
     the caller's current stream. M = 0 returns an empty result without a launch.
@@ -99,4 +100,5 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool)
         if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):
             raise ValueError(f"config {cand} is not valid for M={problem.m} N={problem.n} "
                              f"K={problem.k} {problem.out_dtype} (see fp8gemm.dispatch)")
-    return plan(problem, cand, smem_bytes_of(cand, problem.out_dtype), ldc, out_aligned)
+    with building(problem.device):
+        return cand.plan(problem, ldc, out_aligned)

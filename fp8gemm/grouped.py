@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import output
-from .dispatch.selector import grouped_candidate, grouped_smem_bytes, swiglu_candidate
+from .dispatch import grouped as tiles
 from .intake import CUPY, TORCH, framework_of, intake
-from .launcher import plan_grouped, plan_swiglu, sm_count
+from .launcher import building, sm_count
 from .plans import PLANS, execute, plan_key, remember
 from .validate import check_block_size, out_row_stride, validate_grouped
 
@@ -39,7 +39,7 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
     precise_fp32  with float32 output: True promotes the tensor cores' partial sums after every
              32-wide K step (relative error < 1e-4); False after every 128-wide K block, like bf16
              and fp16 outputs (~2e-4, and 1.5x faster on big compute-bound calls: bench/NOTES.md,
-             session 7). fp8gemm.moe takes False for its FP32 intermediate.
+             bench/NOTES.md). fp8gemm.moe takes False for its FP32 intermediate.
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
@@ -155,16 +155,26 @@ def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, bl
         ldc, aligned = p.n, True
     else:
         ldc, aligned = out_row_stride(tout, p.n) if p.m > 0 else p.n, tout.ptr % 16 == 0
-    runner = None
-    if p.m > 0:
-        per_group, active = _group_estimate(gp, expected_rows)
-        cand = grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
-                                 bool(precise_fp32), wg3)
-        runner = plan_grouped(gp, cand, grouped_smem_bytes(cand, p.out_dtype, gp.num_groups), ldc, aligned,
-                              bool(precise_fp32))
+    runner = plan_grouped_problem(gp, expected_rows, bool(precise_fp32), wg3, ldc, aligned) if p.m > 0 else None
     if key is not None:
         remember(key, (gp, runner, None if tout is None else tout.ptr))
     return execute(framework, stream_for, p, runner, tout, out)
+
+
+def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, out_aligned: bool):
+    """The tile for a validated grouped problem (dispatch/grouped.py, from the host's estimate of
+    the rows per group) and its launch plan."""
+    p = gp.gemm
+    per_group, active = _group_estimate(gp, expected_rows)
+    cand = tiles.candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
+                           precise_fp32, wg3)
+    with building(p.device):
+        return cand.plan_grouped(gp, ldc, out_aligned, precise_fp32)
+
+
+def plan_swiglu_problem(gp, act_scale_ptr: int, limit: float):
+    with building(gp.gemm.device):
+        return tiles.SwiGLU.fallback(gp.num_groups).plan_swiglu(gp, act_scale_ptr, limit)
 
 
 def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: int, limit: float) -> None:
@@ -193,7 +203,7 @@ def swiglu_l1(xs, w1, xs_scale, w1_scale, offsets, act_ptr: int, act_scale_ptr: 
     tsa = intake(xs_scale, "a_scale", stream_for)
     tsb = intake(w1_scale, "b_scale", stream_for)
     gp = validate_grouped(ta, tb, tsa, tsb, tg, None, "float32", False)
-    plan = None if gp.gemm.m == 0 else plan_swiglu(gp, swiglu_candidate(gp.num_groups), act_scale_ptr, limit)
+    plan = None if gp.gemm.m == 0 else plan_swiglu_problem(gp, act_scale_ptr, limit)
     if key is not None:
         remember(key, (gp.gemm.device, plan))
     if plan is not None:

@@ -13,3 +13,4 @@ TMA_ALIGN = 16                # bytes: TMA base address and row-stride alignment
 K_ALIGN = 16                  # K must be a multiple of this (TMA row stride of FP8 rows)
 FP8_E4M3_MAX = 448.0          # largest finite float8_e4m3fn
 ARCH = "sm_90a"
+MAX_GROUPS = 8192             # grouped GEMMs: the tile prefix (G + 1 words) stays in shared memory

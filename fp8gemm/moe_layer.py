@@ -12,12 +12,12 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
    output does not);
 2. L1: fp8gemm.grouped_matmul_contiguous into h [P, 2I] in FP32 (P = T * k pairs), promoted per
    128-K block (precise_fp32=False: ~2e-4 relative; the per-wgmma promotion cost 1.5x at 4096
-   tokens, bench/NOTES.md session 7);
+   tokens, bench/NOTES.md);
 3. SwiGLU with DeepSeek-V4's clamp, then per-1x128 FP8 requantization, exactly as the reference
    quantizes (an FP32 h within ~2e-4 of the float64 one lands on another FP8 code for ~3e-3 of
    the elements, one code step each);
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
-   at about 100-225 rows per expert (selector.MOE_CHOICE_ROWS) the route kernel also picks, from
+   at about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the route kernel also picks, from
    the real counts, the two- or three-warpgroup kernel for both GEMMs (choice_costs in
    moe_glue.cu): each GEMM launches both, the other one with every group empty (no host sync, so
    a captured graph re-decides on every replay);
@@ -27,7 +27,7 @@ Fused (``fused=True``): steps 2 and 3 are one kernel (grouped.swiglu_l1,
 kernels_cu/swiglu_epilogue.cuh) whose epilogue computes step 3 from the same FP32 values, so it
 writes the same FP8 act and scales (the output is identical bit for bit) while h [P, 2I] never
 reaches memory. Opt-in: on the H200 it measured 0.93-0.97x the chain at 1024-8192 tokens of
-DeepSeek-V4-Flash (bench/NOTES.md, session 8), so the default is the chain.
+DeepSeek-V4-Flash (bench/NOTES.md), so the default is the chain.
 """
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ import math
 import threading
 
 from . import compiler, driver, output
-from .dispatch.selector import MOE_CHOICE_ROWS
-from .dtypes import SWIGLU_LIMIT
+from .dispatch.grouped import MOE_CHOICE_ROWS
+from .dtypes import FP8_DTYPES, SWIGLU_LIMIT
 from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .plans import PLANS, remember
 from .quantize import quantize_per_token_group
-from .validate import FP8_DTYPES, MAX_GROUPS
+from .hw import MAX_GROUPS
 
 _VARIANT = "moe_glue"
 ROUTE, SCATTER, SWIGLU, COMBINE = range(4)           # moe_glue.cu: moe::Op

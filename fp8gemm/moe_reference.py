@@ -1,4 +1,4 @@
-"""Host reference of the FP8 MoE layer and of grouped GEMM (issue 8): numpy float64, the definition
+"""Host reference of the FP8 MoE layer and of grouped GEMM: numpy float64, the definition
 the GPU kernels will be tested against. No GPU code here.
 
 Layer (DeepSeek-V4 style), for tokens x [T, H] routed to k experts each:

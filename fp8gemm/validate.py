@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .dtypes import FP8_DTYPES, OUT_DTYPES
-from .hw import K_ALIGN, SCALE_BLOCK, TMA_ALIGN
+from .hw import K_ALIGN, MAX_GROUPS, SCALE_BLOCK, TMA_ALIGN
 from .intake import JAX, Tensor
 
 _OUT_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
@@ -221,7 +221,6 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
 
 # ---- grouped GEMM (MoE) ------------------------------------------------------------------------
 
-MAX_GROUPS = 8192     # mirrors dispatch.selector.GROUPED_MAX_GROUPS (the tile prefix in shared memory)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ enum Barrier : uint32_t {
 };
 // NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread: 65536 / 384
 // rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others' .dec have freed enough,
-// so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md v7).
+// so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md).
 constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
                   <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
@@ -106,7 +106,7 @@ struct GeneralTiles {
     /// Where the producer loads the tile's A-side box (128 rows of tmap_a) and how many rows the
     /// consumers skip in it. NOTES: a box reaching past the map's last row is zero-filled by TMA,
     /// but slowly: with 80 of 128 rows past the end the grouped GEMM took 1.5x as long
-    /// (bench/NOTES.md v12). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte
+    /// (bench/NOTES.md). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte
     /// alignment wgmma's descriptors need) to end less than 8 rows past the map, when the map has
     /// rows above it; the consumers start their descriptors that many rows in. Every row a tile
     /// stores stays inside the box; the rows past it are past the map (never stored) and are read

@@ -30,7 +30,7 @@ constexpr uint32_t kMaxExperts = 8192;      // fp8gemm.validate.MAX_GROUPS: coun
 }  // namespace moe
 
 /// The grouped GEMM's cost of an expert with c rows, in units of one 128-row tile of the
-/// two-warpgroup kernel (bench/NOTES.md session 12, fitted to tools/exp_moe_prefill.py --wg3 on
+/// two-warpgroup kernel (bench/NOTES.md, fitted to lab/exp_moe_prefill.py --wg3 on
 /// V4-Flash and V4-Pro L1): .x 128-row tiles, the last partial one of several at 0.75 (c = 129:
 /// 1.69-1.72 measured); .y 192-row tiles at 1.55 each, a group of one at 1.06 up to 128 rows (a
 /// warpgroup skips) and 1.45 up to 192 (1.34-1.65 measured).

@@ -14,7 +14,7 @@
 // path is held to few instructions per byte, because at memory speed an SM has ~23 clocks per
 // group: the group's amax on packed pairs (max.NaN.bf16x2 / .f16x2 on the raw bits), one shuffle
 // tree over 8 lanes instead of 16, and the exact division's fast/slow choice made once per group
-// (bench/NOTES.md, session 7: 0.63-0.68 -> 0.93-0.99 of a same-bytes stream kernel). The division
+// (bench/NOTES.md: 0.63-0.68 -> 0.93-0.99 of a same-bytes stream kernel). The division
 // by the scale is exact without a divide per value (div_scale). Otherwise one warp per
 // (row, group), 4 values per lane, element-wise with bounds checks (K tails, odd strides).
 #include "common/types.cuh"

@@ -25,8 +25,8 @@ struct TileScheduler {
 
     TileScheduler() = default;
     // NOTES: a division by a runtime value is a chain of ~15 dependent uniform-datapath
-    // instructions, and the producer's first TMA waits on this constructor and on unit(): before
-    // session 14 they put ~0.5 us of a ~1.1 us start (tools/trace_general.py, bench/NOTES.md). So
+    // instructions, and the producer's first TMA waits on this constructor and on unit(): with
+    // divisions they put ~0.5 us of a ~1.1 us start (an SM-clock trace, bench/NOTES.md). So
     // no split and full raster groups (the common cases) take paths without one.
     __device__ __forceinline__ TileScheduler(uint32_t M, uint32_t N, uint32_t K, uint32_t splits) {
         num_m_blocks = (M + BLOCK_M - 1) / BLOCK_M;
@@ -101,8 +101,8 @@ __device__ __forceinline__ void group_extent(const int32_t* groups, uint32_t g, 
 
 /// prefix[g] = the first row tile of group g, prefix[G] = all row tiles, computed by warp 0 alone
 /// (8 x 32 groups' loads in flight per step, then their scans); the caller's next __syncthreads
-/// publishes the result. NOTES (session 12; timed in session 13: the grouped GEMM alone 5-18%
-/// faster at 129-192 rows per expert, tools/exp_moe_prefill.py --wg3): the CTA-wide
+/// publishes the result. NOTES (the grouped GEMM alone 5-18% faster at 129-192 rows per
+/// expert, lab/exp_moe_prefill.py --wg3): the CTA-wide
 /// version (every thread counting groups threadIdx.x, + blockDim.x, ..., then warp 0 scanning)
 /// made ptxas build the grouped K loops' wgmma descriptors in vector registers: 96-126 R2UR in
 /// the grouped modes against 8-18 in the plain ones (general and wg3 kernels), and 32-40 bytes

@@ -4,12 +4,12 @@
 //   C[M, N] = (A * As) @ (B * Bs)^T, A [M, K] and B [N, K] FP8 E4M3 (rows 16-byte aligned), As / Bs
 //   fp32 with any strides, C bf16 / fp16 / fp32 with unit stride along N.
 // Which shapes: M <= 8 * kTokenTiles (8 or 16), K a multiple of 16, any N. The dispatcher sends it
-// decode shapes where it beats swap-AB + split-K (bench/NOTES.md, session 10).
+// decode shapes where it beats swap-AB + split-K (dispatch/gemv.py, bench/NOTES.md).
 //
 // Why a separate kernel: at a few tokens the GEMM is a stream of the weights. The general kernel's
 // swap-AB mode needs 128 weight rows per tile, so small N gets few tiles, and it splits K across
 // CTAs to use the SMs, which costs a workspace round trip, a handshake and a reduction by the last
-// CTA (~1.8 us of a 4.7 us GEMM at 512 x 4096; bench/NOTES.md session 9). Here a CTA owns 16 weight
+// CTA (~1.8 us of a 4.7 us GEMM at 512 x 4096; bench/NOTES.md). Here a CTA owns 16 weight
 // rows and all of K: its kWarps warps take K blocks in turn and reduce in shared memory, in warp
 // order (deterministic), so nothing crosses CTAs and N / 16 CTAs stream the weights.
 //

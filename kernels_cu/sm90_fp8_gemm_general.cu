@@ -105,7 +105,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // NOTES: the producer locates its first unit before the CTA sync, except in the grouped mode
     // (whose scheduler needs the tile prefix) and under split-K (small tiles: there the consumers'
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
-    // sync while the producer located its unit cost 2-6%, bench/NOTES.md session 14).
+    // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
                                                         early_start, producer_sched, producer_first);
@@ -122,7 +122,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         // NOTES: in the lean two-accumulator loop (coarse promotion) the two warpgroups pass named
         // barrier kOrderBarrier around each K block's wgmma issue, warpgroup 0 before issuing and
         // warpgroup 1 after, so their blocks reach the tensor cores in a fixed alternation
-        // (cuBLASLt's kernel does the same: ncu source counters, bench/NOTES.md session 14).
+        // (cuBLASLt's kernel does the same: ncu source counters, bench/NOTES.md).
         // Measured 1-3% faster at large M. A warpgroup that skips a tile passes it too.
         constexpr bool kOrderedIssue = !kFinePromotion;
         // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
@@ -151,7 +151,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // NOTES: the last tile of a group of two or more then ran faster than its sibling
             // tiles, which read the same B tiles and share them in L2 only while they run in step:
             // the MoE L1 at 8192 tokens (192 rows per expert) read 9.7 GB from DRAM instead of 6.5
-            // and took 24% longer (bench/NOTES.md, session 8); groups of one tile have no sibling
+            // and took 24% longer (bench/NOTES.md); groups of one tile have no sibling
             // (48 rows per expert: 6% faster).
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
             if (num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
@@ -178,7 +178,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 // The K loop is issue-bound at large M, so per K block it runs 4 wgmma, 3 scale
                 // loads, 2 FMUL and the promotion FFMAs, and little else. Scale pointers advance by
                 // one K block per iteration and the next block's scales are loaded one iteration
-                // ahead; descriptors move by 32-bit adds (bench/NOTES.md v8).
+                // ahead; descriptors move by 32-bit adds (bench/NOTES.md).
                 const float* pa0 = sa_row0 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
                 const float* pa1 = sa_row1 + static_cast<int64_t>(w.kb_begin) * sa_stride_k;
                 const float* pb = sb_row + static_cast<int64_t>(w.kb_begin) * sb_stride_k;

@@ -4,7 +4,7 @@
 //   C[M, N] = (A * As) @ (B * Bs)^T, A [M, K] and B [N, K] FP8 E4M3 read by TMA, As / Bs fp32 with
 //   any strides, C bf16 / fp16 / fp32 with unit stride along N.
 // Which shapes: K <= 256 (one or two 128-wide K blocks, kNumKBlocks = ceil(K / 128)), any M and N;
-// the dispatcher sends it K = 256 with M above the swap-AB range (bench/NOTES.md v11).
+// the dispatcher sends it K = 256 with M above the swap-AB range (dispatch/short_k.py, bench/NOTES.md).
 //
 // Why a separate kernel: with two K blocks there is no pipeline to amortize. The general kernel's
 // persistent loop, producer warpgroup, ring of stages and empty barriers are all fixed cost here.

@@ -1,14 +1,15 @@
-// sm90_fp8_gemm_wg3.cu (v16): the general kernel's plain mode with three consumer warpgroups:
+// sm90_fp8_gemm_wg3.cu: the general kernel's plain mode with three consumer warpgroups:
 // 192 x BLOCK_N tiles, so that three wgmma groups (not two) are queued while one warpgroup crosses
 // its per-block gap (wait, barrier arrive, promotion, full-barrier wait, issue), and A + B bytes
 // per FLOP drop by 1/6 against 128 x 128 tiles.
 //
 // Same operands, layouts and result as sm90_fp8_gemm_general.cu (read its header first); plain
-// orientation only: no swap-AB, no grouped mode, no K split, coarse promotion (bf16 / fp16 out).
+// orientation only: no swap-AB, no K split, coarse promotion (bf16 / fp16 out); a grouped mode.
 // Per K block each consumer warpgroup runs 4 wgmma m64nBLOCK_Nk32 into one accumulator, waits,
-// promotes (v8's lean loop: scales one block ahead, descriptors by 32-bit adds). Registers: 32 for
+// promotes (the general kernel's lean loop: scales one block ahead, descriptors by 32-bit adds). Registers: 32 for
 // the producer, 160 for each consumer (64 accumulator + 64 sum), 32 * 128 + 160 * 384 = 65536.
-// The dispatcher takes it at large M (dispatch/selector.py, wg3_cost). NOTES: bench/NOTES.md, v16.
+// The dispatcher takes it at large M where its estimate wins (dispatch/wg3.py: cost_us). NOTES:
+// bench/NOTES.md.
 #include "common/pipeline.cuh"
 #include "common/types.cuh"
 #include "ptx/mbarrier.cuh"
@@ -53,7 +54,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
 
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
-    // Grouped (kGrouped; MoE prefill at 129-192 rows per group, selector.GROUPED_WG3_ROWS): the
+    // Grouped (kGrouped; MoE prefill at 129-192 rows per group, dispatch/grouped.py): the
     // general kernel's grouped mode on 192-row tiles (scheduler.cuh's tile prefix); a tile's 64-row
     // box may reach into the next group, so it stores directly, masked at its group's end.
     static_assert(!(kGrouped && kTmaStore), "grouped tiles store directly");
@@ -73,7 +74,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t warpgroup_idx = warp_idx / 4;
 
-    // NOTES: as in the general kernel (bench/NOTES.md session 14): the producer is lane 0 of warp
+    // NOTES: as in the general kernel (bench/NOTES.md): the producer is lane 0 of warp
     // 1 and, outside the grouped mode, locates its first unit at its register budget while thread
     // 0 sets up the ring, so that its first TMA issues right after the CTA sync.
     constexpr uint32_t kProducerThread = 32;
@@ -130,8 +131,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                     if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
                     mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
-                    // NOTES: a box past M is zero-filled by TMA (slowly, NOTES v12; the general
-                    // kernel moves such boxes up, this experiment does not).
+                    // NOTES: a box past M is zero-filled by TMA (slowly, bench/NOTES.md; the
+                    // general kernel moves such boxes up, this kernel does not).
                     tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
                     tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
                 }
@@ -158,7 +159,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             const uint32_t wg_row_base = row_base + math_wg * kWgmmaM;
             // NOTES: grouped, only in a group of one tile: a group's last tile that skipped ran out
             // of step with its siblings, which then read the weights from DRAM again (the general
-            // kernel's rule; branch wip/skip-all measured it again in session 11).
+            // kernel's rule, measured again on this kernel).
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
             if (wg_row_base >= row_limit && lone_tile) {   // a warpgroup wholly past its rows
                 pass_stages(w.kb_begin, w.kb_end, pipe, full_bar, empty_bar, lane_idx);
@@ -177,7 +178,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
             // NOTES: unrolled by 2, as the general kernel's lean loop (the prefetched scales land in
             // alternating registers); the grouped mode too since scheduler.cuh's warp-0 prefix
-            // (session 12: before it, unrolled it spilled 40 bytes, so it ran rolled).
+            // (before that prefix, unrolled it spilled 40 bytes, so it ran rolled).
 #pragma unroll 2
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 const int64_t step = kb + 1 < w.kb_end ? 1 : 0;

@@ -8,7 +8,7 @@ import torch
 
 import fp8gemm
 from fp8gemm.bench.timing import L2Flush, time_calls
-from fp8gemm.dispatch import Candidate, select
+from fp8gemm.dispatch import Gemv, select
 from fp8gemm.testing import random_case
 
 NK = [(512, 1024), (512, 4096), (1536, 1024), (1536, 4096), (4096, 1024), (4096, 4096), (8192, 1024),
@@ -31,8 +31,7 @@ def main():
             a, b, sa, sb = case.as_torch()
             cands = {"dispatch": select(m, n, k)}
             for warps, unroll in CONFIGS:
-                cands[f"gemv w{warps} u{unroll}"] = Candidate("sm90_fp8_gemm_gemv", 8 if m <= 8 else 16, unroll,
-                                                              warps, 1, False, 16)
+                cands[f"gemv w{warps} u{unroll}"] = Gemv(8 if m <= 8 else 16, warps, unroll)
             outs = {name: torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for name in cands}
             fns = {name: (lambda c=c, o=outs[name]: fp8gemm.matmul(a, b, sa, sb, out=o, config=c))
                    for name, c in cands.items()}
@@ -49,7 +48,7 @@ def main():
                   f"  best/dispatch {best[0] / us['dispatch']:.3f}  max rel diff {worst:.1e}", flush=True)
     print("\nM N K | dispatch us | best gemv us | config | ratio")
     for m, n, k, d, g, nm, _, c in rows:
-        print(f"{m} {n} {k} | {d:.2f} ({'swap' if c.swap_ab else c.variant[-7:]} k{c.splits}) | {g:.2f} | {nm} | {g / d:.3f}")
+        print(f"{m} {n} {k} | {d:.2f} ({c.label()}) | {g:.2f} | {nm} | {g / d:.3f}")
 
 
 if __name__ == "__main__":

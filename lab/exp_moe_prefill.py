@@ -4,7 +4,7 @@ DeepSeek-V4 L1 shapes with every expert given the same row count -- 128 (one ful
 and with the bench's uniform routing of 8192 tokens. Prints device time (CUPTI, L2 flushed before
 each call, median of 5), useful TFLOP/s, the HBM floor of the weights read once, and the compute
 floor of the useful FLOPs at the FP8 dense ceiling measured in the run. With --wg3 each case
-also runs on the three-warpgroup kernel's grouped mode (192-row tiles, selector.GROUPED_WG3_ROWS
+also runs on the three-warpgroup kernel's grouped mode (192-row tiles, asked for as fp8gemm.moe does; dispatch/grouped.py: WG3_ROWS
 forced on), and the outputs are compared bit for bit.
 Usage: python lab/exp_moe_prefill.py"""
 import sys
@@ -12,7 +12,6 @@ import sys
 import cupy
 import numpy as np
 
-import fp8gemm
 from fp8gemm.bench.cli import measure_ceilings
 from fp8gemm.bench.moe import fp8_bytes, route
 from fp8gemm.bench.timing import L2Flush, time_calls
@@ -35,7 +34,7 @@ def main():
         cases = {f"{r} rows each": np.full(experts, r) for r in (128, 129, 160, 192, 256)}
         cases["uniform 8192 tokens"] = routed
         fns, info, outs = {}, {}, {}
-        from fp8gemm.dispatch import selector
+        from fp8gemm.grouped import run_grouped
         kinds = ("general", "wg3") if "--wg3" in sys.argv else ("general",)
         for label, counts in cases.items():
             rows = int(counts.sum())
@@ -43,15 +42,14 @@ def main():
             sa = cupy.full((rows, k // 128), 1.0 / 64, dtype=cupy.float32)
             offsets = cupy.asarray(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
             for kind in kinds:
-                selector.GROUPED_WG3_ROWS = (0, 1 << 30) if kind == "wg3" else None
+                tile = kind == "wg3"             # True: 192-row tiles; False: never
                 out = cupy.empty((rows, n), dtype=cupy.float16)
                 key = f"{label} {kind}"
-                fns[key] = (lambda a=a, sa=sa, o=offsets, out=out, w=w, s=s:
-                            fp8gemm.grouped_matmul_contiguous(a, w, sa, s, o, out=out))
+                fns[key] = (lambda a=a, sa=sa, o=offsets, out=out, w=w, s=s, tile=tile:
+                            run_grouped(a, w, sa, s, o, "offsets", False, None, out, (128, 128), None, True, tile))
                 fns[key]()
                 outs[key] = out
                 info[key] = label
-            selector.GROUPED_WG3_ROWS = None
             flops = 2.0 * rows * n * k
             tiles = int(np.sum(-(-counts // 128)))
             for key in [k2 for k2, v in info.items() if v == label]:

@@ -8,7 +8,7 @@ import torch
 
 import fp8gemm
 from fp8gemm.bench.timing import L2Flush, time_calls
-from fp8gemm.dispatch import Candidate, select
+from fp8gemm.dispatch import Wg3, select
 from fp8gemm.testing import random_case
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (16384, 8192, 4096), (2048, 7168, 2048), (4096, 8192, 1024),
@@ -27,7 +27,7 @@ def main():
         a, b, sa, sb = case.as_torch()
         cands = {"dispatch": select(m, n, k)}
         for name, (block_n, stages, group_m) in CONFIGS.items():
-            cands[name] = Candidate("sm90_fp8_gemm_wg3", block_n, stages, group_m, 1, False, 192)
+            cands[name] = Wg3(block_n, stages, group_m)
         outs = {nm: torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for nm in cands}
         fns = {nm: (lambda c=c, o=outs[nm]: fp8gemm.matmul(a, b, sa, sb, out=o, config=c)) for nm, c in cands.items()}
         for fn in fns.values():

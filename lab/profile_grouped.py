@@ -7,7 +7,8 @@ import cupy
 
 import fp8gemm
 from fp8gemm.bench.moe import fp8_bytes
-from fp8gemm.dispatch import Candidate, selector
+from fp8gemm.dispatch import Wg3
+from fp8gemm.grouped import run_grouped
 
 N, K, ROWS = 65536, 4096, 192
 
@@ -20,11 +21,11 @@ def main():
     sa = cupy.full((ROWS, K // 128), 1.0 / 64, dtype=cupy.float32)
     out = cupy.empty((ROWS, N), dtype=cupy.float16)
     offsets = cupy.asarray([0, ROWS], dtype=cupy.int32)
-    dense = Candidate("sm90_fp8_gemm_wg3", 128, 4, 8, 1, False, 192)
-    selector.GROUPED_WG3_ROWS = (0, 1 << 30)
+    dense = Wg3(128, 4, 8)
     for _ in range(2):
         fp8gemm.matmul(a, b, sa, sb, out=out, config=dense)
-        fp8gemm.grouped_matmul_contiguous(a, b.reshape(1, N, K), sa, sb.reshape(1, N // 128, K // 128), offsets, out=out)
+        run_grouped(a, b.reshape(1, N, K), sa, sb.reshape(1, N // 128, K // 128), offsets, "offsets", False, None, out,
+                    (128, 128), None, True, True)       # the 192-row tiles, as fp8gemm.moe asks
     cupy.cuda.Device().synchronize()
 
 

@@ -1,4 +1,4 @@
-"""GPU, big tensors (issue 7): outputs with more than 2^31 elements and operands past 2^31 bytes
+"""GPU, big tensors: outputs with more than 2^31 elements and operands past 2^31 bytes
 compute correctly (64-bit offsets everywhere), through the dispatcher and the variants forced.
 
 The float64 reference of a whole 4 GB output would be far larger than the GEMM, so each case checks
@@ -11,12 +11,11 @@ import pytest
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.dispatch import GemmDesc, General, SwapAB, is_valid
 from fp8gemm.testing import MODERATE_BYTES, MODERATE_MEAN_SQ, as_float64
 
 pytestmark = pytest.mark.gpu
 
-G = "sm90_fp8_gemm_general"
 TWO31 = 2**31
 
 
@@ -80,9 +79,9 @@ def test_output_past_2_31_elements(how):
         # element through a 64-bit offset from registers.
         buf = cupy.empty((m, n + 1), dtype=cupy.float16)
         out = buf[:, :n]
-        cand = Candidate(G, 128, 4, 8)
+        cand = General(128, 4, 8)
     elif how == "swap_ab":
-        cand = Candidate(G, 64, 4, 8, swap_ab=True)
+        cand = SwapAB(64, 4, 8)
         assert is_valid(GemmDesc(m, n, k, "bfloat16"), cand)
     res = fp8gemm.matmul(a, b, sa, sb, out=out, config=cand)
     first_past = TWO31 // n                       # the first row whose offsets pass 2^31 elements
@@ -97,7 +96,7 @@ def test_a_past_2_31_bytes(how):
     m, n, k = 131200, 256, 16384
     assert m * k > TWO31
     a, b, sa, sb = big_operands(m, n, k, seed=4)
-    cand = None if how == "dispatcher" else Candidate(G, 64, 4, 8, splits=2, swap_ab=True)
+    cand = None if how == "dispatcher" else SwapAB(64, 4, 8, splits=2)
     res = fp8gemm.matmul(a, b, sa, sb, config=cand)
     rows = sample(m, 64, seed=5, always=range(m - 130, m))
     check(res, a, b, sa, sb, rows, np.arange(n))
@@ -109,7 +108,7 @@ def test_b_past_2_31_bytes(how):
     m, n, k = 40, 131200, 16384
     assert n * k > TWO31
     a, b, sa, sb = big_operands(m, n, k, seed=6)
-    cand = None if how == "dispatcher" else Candidate(G, 128, 4, 8, splits=2)
+    cand = None if how == "dispatcher" else General(128, 4, 8, splits=2)
     res = fp8gemm.matmul(a, b, sa, sb, config=cand)
     cols = sample(n, 512, seed=7, always=range(n - 130, n))
     check(res, a, b, sa, sb, np.arange(m), cols)

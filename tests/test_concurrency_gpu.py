@@ -1,4 +1,4 @@
-"""GPU, concurrency and caches (issue 7): several threads and several streams calling at once give
+"""GPU, concurrency and caches: several threads and several streams calling at once give
 correct results, split-K included (workspaces are per stream, argument blocks per plan under a
 lock); two processes compiling into one empty kernel cache at once both succeed, and a third
 process then loads from that cache and computes the right result."""
@@ -13,12 +13,11 @@ from generators import random_case
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, SwapAB
 from fp8gemm.testing import as_float64
 
 pytestmark = pytest.mark.gpu
 
-G = "sm90_fp8_gemm_general"
 
 
 def _err(out, ref):
@@ -34,7 +33,7 @@ def test_threads_each_on_its_own_stream():
     shared_ref = shared.reference(cupy)
     own = [random_case(1 + 37 * i, 512 + 128 * i, 1024, seed=40 + i) for i in range(4)]
     own_refs = [c.reference(cupy) for c in own]
-    split = Candidate(G, 32, 4, 8, splits=4)
+    split = General(32, 4, 8, splits=4)
     errors, worst = [], [0.0] * 8
     barrier = threading.Barrier(8)
 
@@ -71,7 +70,7 @@ def test_many_streams_from_one_thread_without_syncs():
     cases = [random_case(8 + i, 2048, 4096, seed=50 + i) for i in range(4)]
     refs = [c.reference(cupy) for c in cases]
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(4)]
-    cfg = Candidate(G, 16, 4, 8, splits=8, swap_ab=True)
+    cfg = SwapAB(16, 4, 8, splits=8)
     outs = []
     for rep in range(6):
         for i, (c, s) in enumerate(zip(cases, streams)):
@@ -85,11 +84,11 @@ def test_many_streams_from_one_thread_without_syncs():
 _CHILD = """
 import sys, cupy, fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, SwapAB
 from fp8gemm.testing import as_float64, random_case
 c = random_case(100, 300, 1040, seed=61)
 out = fp8gemm.matmul(c.a, c.b, c.a_scale, c.b_scale,
-                     config=Candidate("sm90_fp8_gemm_general", 64, 3, 4, splits=2))
+                     config=General(64, 3, 4, splits=2))
 err = reference.rel_fro_error(as_float64(out), c.reference(cupy))
 print("err", err)
 sys.exit(0 if err <= 4e-3 else 1)

@@ -6,16 +6,37 @@ import pytest
 
 from generators import trace_shapes
 
-from fp8gemm.dispatch import Candidate, explain, is_valid, select, smem_bytes_of, variants
-from fp8gemm.dispatch.selector import GemmDesc, MAX_SMEM_PER_BLOCK, load_table
-from fp8gemm import hw
-from fp8gemm.dispatch import selector as sel
+from fp8gemm.dispatch import (Gemv, GemmDesc, General, ShortK, SwapAB, Wg3, explain, is_valid, select,
+                              variants)
+from fp8gemm.dispatch.selector import VARIANTS, from_entry, load_table
+from fp8gemm.hw import MAX_SMEM_PER_BLOCK
 
 NO_TABLE = "no-such-gpu"     # a table name with no file: every shape takes the shape-based fallback
 
 
-def test_constants_mirror_hw():
-    assert MAX_SMEM_PER_BLOCK == hw.MAX_SMEM_PER_BLOCK
+def test_every_variant_is_one_kernel_file():
+    from pathlib import Path
+    kernels = Path(__file__).resolve().parents[1] / "kernels_cu"
+    for name, cls in VARIANTS.items():
+        assert cls.variant == name and (kernels / f"{name}.cu").is_file(), name
+
+
+def test_knobs_are_typed_per_variant():
+    """Each descriptor has its own knobs: no field means one thing for one kernel and another for
+    the next, and a knob a kernel does not have cannot be passed."""
+    assert Gemv(8, 4, 2).knobs() == {"token_tile": 8, "warps": 4, "unroll": 2}
+    assert ShortK(64, 32).knobs() == {"block_m": 64, "block_n": 32}
+    assert Wg3(128, 3, 8).knobs() == {"block_n": 128, "stages": 3, "group_m": 8}
+    assert SwapAB(16, 4, 1, 2).knobs() == General(16, 4, 1, 2).knobs()
+    assert SwapAB(16, 4, 1, 2).key() != General(16, 4, 1, 2).key()
+    for cls, bad in ((ShortK, "splits"), (Gemv, "group_m"), (Wg3, "splits"), (General, "swap_ab")):
+        with pytest.raises(TypeError):
+            cls(**{bad: 1})
+    entry = {"n": 1, "k": 16, "m": 1, "variant": "sm90_fp8_gemm_gemv", "token_tile": 16, "warps": 8,
+             "unroll": 1, "us": 2.0}
+    assert from_entry(entry) == Gemv(16, 8, 1)
+    with pytest.raises(ValueError, match="unknown variant"):
+        from_entry({"variant": "nope"})
 
 
 SHAPES = trace_shapes() + [(m, n, k) for m in (1, 7, 129, 4097) for n in (1, 8, 100, 576, 7168)
@@ -27,14 +48,15 @@ def test_every_shape_gets_a_valid_candidate(m, n, k):
     c = select(m, n, k)
     assert c.variant in variants()
     assert is_valid(GemmDesc(m, n, k), c)
-    assert smem_bytes_of(c) <= MAX_SMEM_PER_BLOCK
-    assert c.block_n <= max(16, 2 * n) or c.block_n == 16
+    assert c.smem_bytes() <= MAX_SMEM_PER_BLOCK
+    width = c.token_tile if isinstance(c, Gemv) else c.block_n
+    assert width <= max(16, 2 * (m if isinstance(c, (SwapAB, Gemv)) else n)) or width == 16
 
 
 def units(m, n, c):
     """Work units of a candidate in its tile space (C, or C^T under swap-AB)."""
-    rows, cols = (n, m) if c.swap_ab else (m, n)
-    return -(-rows // 128) * -(-cols // c.block_n) * c.splits
+    rows, cols = (n, m) if isinstance(c, SwapAB) else (m, n)
+    return -(-rows // 128) * -(-cols // c.block_n) * getattr(c, "splits", 1)
 
 
 def test_small_n_gets_a_narrow_tile():
@@ -49,74 +71,69 @@ def test_short_k_fallback_rule():
     kernels (general, or wg3 at large M);
     forcing short-K on long K fails."""
     c = select(300, 1536, 256, gpu=NO_TABLE)
-    assert c.variant == sel.SHORT_K and (c.block_m, c.block_n) == (64, 64)
-    assert select(1, 4096, 256, gpu=NO_TABLE).variant == sel.SHORT_K          # not swap-AB
+    assert c.variant == ShortK.variant and (c.block_m, c.block_n) == (64, 64)
+    assert select(1, 4096, 256, gpu=NO_TABLE).variant == ShortK.variant          # not swap-AB
     assert (select(1, 512, 256, gpu=NO_TABLE).block_n, select(100, 512, 256, gpu=NO_TABLE).block_n) == (16, 32)
-    assert select(100, 8, 128, gpu=NO_TABLE).variant == sel.SHORT_K
-    assert select(1024, 4096, 256, gpu=NO_TABLE).variant == sel.SHORT_K       # 1024 tiles <= 8 x 132
-    assert select(1024, 8192, 256, gpu=NO_TABLE).variant in (sel.GENERAL, sel.WG3)   # 2048 tiles
-    assert select(1024, 8192, 256, gpu=NO_TABLE, num_sms=264).variant == sel.SHORT_K
-    assert select(300, 1536, 272, gpu=NO_TABLE).variant == sel.GENERAL
-    assert select(300, 1536, 256, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
-    assert select(8192, 1536, 256, gpu=NO_TABLE, force_variant=sel.SHORT_K).variant == sel.SHORT_K
+    assert select(100, 8, 128, gpu=NO_TABLE).variant == ShortK.variant
+    assert select(1024, 4096, 256, gpu=NO_TABLE).variant == ShortK.variant       # 1024 tiles <= 8 x 132
+    assert select(1024, 8192, 256, gpu=NO_TABLE).variant in (General.variant, Wg3.variant)   # 2048 tiles
+    assert select(1024, 8192, 256, gpu=NO_TABLE, num_sms=264).variant == ShortK.variant
+    assert select(300, 1536, 272, gpu=NO_TABLE).variant == General.variant
+    assert select(300, 1536, 256, gpu=NO_TABLE, force_variant=General.variant).variant == General.variant
+    assert select(8192, 1536, 256, gpu=NO_TABLE, force_variant=ShortK.variant).variant == ShortK.variant
     with pytest.raises(ValueError, match="K <= 256"):
-        select(300, 1536, 512, gpu=NO_TABLE, force_variant=sel.SHORT_K)
+        select(300, 1536, 512, gpu=NO_TABLE, force_variant=ShortK.variant)
     d = GemmDesc(300, 1536, 256)
-    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 1, True, 128))    # no swap-AB
-    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 2, False, 128))   # no split-K
-    assert not is_valid(d, Candidate(sel.SHORT_K, 128, 2, 1, 1, False, 256))   # one or two warpgroups
-    assert not is_valid(d, Candidate(sel.GENERAL, 128, 4, 8, block_m=64))      # general: 128 rows
-    assert not is_valid(GemmDesc(300, 1536, 272), Candidate(sel.SHORT_K, 128, 2, 1, 1, False, 128))
+    assert is_valid(d, ShortK(128, 128)) and is_valid(d, ShortK(64, 16))
+    assert not is_valid(d, ShortK(256, 128))                                  # one or two warpgroups
+    assert not is_valid(d, ShortK(64, 8))
+    assert not is_valid(GemmDesc(300, 1536, 272), ShortK(128, 128))
 
 
 def test_gemv_rules():
     """The decode kernel: M <= its token tile (8 or 16), 16 weight rows, 4 or 8 warps, no split,
     no swap; forced, it takes the narrowest tile holding M and refuses M > 16."""
-    g = sel.GEMV
-    ok = Candidate(g, 8, 2, 8, 1, False, 16)
+    g = Gemv.variant
+    ok = Gemv(8, 8, 2)
     assert is_valid(GemmDesc(8, 4096, 4096), ok) and is_valid(GemmDesc(1, 1, 16), ok)
     assert not is_valid(GemmDesc(9, 4096, 4096), ok)                              # M past the tile
-    assert is_valid(GemmDesc(16, 4096, 4096), Candidate(g, 16, 2, 8, 1, False, 16))
+    assert is_valid(GemmDesc(16, 4096, 4096), Gemv(16, 8, 2))
     assert not is_valid(GemmDesc(8, 4096, 4100), ok)                              # K % 16
-    for bad in (Candidate(g, 32, 2, 8, 1, False, 16), Candidate(g, 8, 3, 8, 1, False, 16),
-                Candidate(g, 8, 2, 2, 1, False, 16), Candidate(g, 8, 2, 8, 2, False, 16),
-                Candidate(g, 8, 2, 8, 1, True, 16), Candidate(g, 8, 2, 8, 1, False, 128)):
+    for bad in (Gemv(32, 8, 2), Gemv(8, 8, 3), Gemv(8, 2, 2)):
         assert not is_valid(GemmDesc(4, 512, 1024), bad), bad
-    assert sel.smem_bytes(ok) == 0
+    assert ok.smem_bytes() == 0
     c = select(3, 512, 4096, gpu=NO_TABLE, force_variant=g)
-    assert (c.variant, c.block_n, c.block_m) == (g, 8, 16)
-    assert select(12, 512, 4096, gpu=NO_TABLE, force_variant=g).block_n == 16
+    assert c == Gemv(8, 8, 1) and c.block_m == 16          # K > 2048: 8 warps, 1 block each
+    assert select(12, 512, 4096, gpu=NO_TABLE, force_variant=g).token_tile == 16
     with pytest.raises(ValueError, match="M <= 16"):
         select(17, 512, 4096, gpu=NO_TABLE, force_variant=g)
 
 
 def test_gemv_fallback_rule():
-    """K > 256, M <= 8, N <= 4096 and M * N <= 16384 (tools/exp_gemv.py, session 10)."""
+    """K > 256, M <= 8, N <= 4096 and M * N <= 16384 (lab/exp_gemv.py)."""
     for m, n, k in ((1, 512, 1024), (1, 4096, 4096), (4, 4096, 1024), (8, 2048, 7168), (8, 1, 16 * 17)):
-        assert select(m, n, k, gpu=NO_TABLE).variant == sel.GEMV, (m, n, k)
+        assert select(m, n, k, gpu=NO_TABLE).variant == Gemv.variant, (m, n, k)
     for m, n, k in ((1, 8192, 4096), (8, 4096, 4096), (9, 512, 1024), (1, 4096, 256), (16, 512, 1024)):
-        assert select(m, n, k, gpu=NO_TABLE).variant != sel.GEMV, (m, n, k)
-    assert select(1, 4096, 4096, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+        assert select(m, n, k, gpu=NO_TABLE).variant != Gemv.variant, (m, n, k)
+    assert select(1, 4096, 4096, gpu=NO_TABLE, force_variant=General.variant).variant == General.variant
 
 
 def test_wg3_rules():
     """The three-warpgroup kernel: 192-row tiles, block_n 64 or 128, no split, no swap, bf16 /
     fp16 out; the fallback takes it from M = 1024 where its estimate beats the general kernel's
-    (wave quantization decides: 8192 x 8192 x 4096 yes, 4096^3 no, tools/exp_wg3.py, v16)."""
-    w = sel.WG3
-    ok = Candidate(w, 128, 3, 8, 1, False, 192)
+    (wave quantization decides: 8192 x 8192 x 4096 yes, 4096^3 no, lab/exp_wg3.py)."""
+    w = Wg3.variant
+    ok = Wg3(128, 3, 8)
     assert is_valid(GemmDesc(8192, 8192, 4096), ok) and is_valid(GemmDesc(1, 1, 16, "float16"), ok)
     assert not is_valid(GemmDesc(8192, 8192, 4096, "float32"), ok)
-    for bad in (Candidate(w, 128, 3, 8, 1, False, 128), Candidate(w, 32, 3, 8, 1, False, 192),
-                Candidate(w, 128, 3, 8, 2, False, 192), Candidate(w, 128, 3, 8, 1, True, 192),
-                Candidate(w, 128, 1, 8, 1, False, 192), Candidate(w, 128, 9, 8, 1, False, 192)):
+    for bad in (Wg3(32, 3, 8), Wg3(128, 1, 8), Wg3(128, 9, 8), Wg3(128, 3, 0)):
         assert not is_valid(GemmDesc(8192, 8192, 4096), bad), bad
     for m, n, k in ((8192, 8192, 4096), (16384, 8192, 4096), (8192, 1536, 4096), (4096, 576, 7168)):
         assert select(m, n, k, gpu=NO_TABLE).variant == w, (m, n, k)
     for m, n, k in ((4096, 4096, 4096), (1024, 8192, 4096), (512, 8192, 4096), (2000, 1000, 1536)):
-        assert select(m, n, k, gpu=NO_TABLE).variant == sel.GENERAL, (m, n, k)
-    assert select(8192, 8192, 4096, "float32", gpu=NO_TABLE).variant == sel.GENERAL
-    assert select(8192, 8192, 4096, gpu=NO_TABLE, force_variant=sel.GENERAL).variant == sel.GENERAL
+        assert select(m, n, k, gpu=NO_TABLE).variant == General.variant, (m, n, k)
+    assert select(8192, 8192, 4096, "float32", gpu=NO_TABLE).variant == General.variant
+    assert select(8192, 8192, 4096, gpu=NO_TABLE, force_variant=General.variant).variant == General.variant
     assert select(64, 64, 256, gpu=NO_TABLE, force_variant=w).block_m == 192
     with pytest.raises(ValueError, match="bf16 or fp16"):
         select(64, 64, 256, "float32", gpu=NO_TABLE, force_variant=w)
@@ -125,8 +142,9 @@ def test_wg3_rules():
 def test_split_k_never_exceeds_one_wave():
     for m, n, k in [(1, 512, 4096), (16, 4096, 256), (64, 1536, 1024), (128, 8192, 4096), (300, 512, 7168)]:
         c = select(m, n, k)
-        assert c.splits == 1 or units(m, n, c) <= 132, (m, n, k, c)
-        assert c.splits <= -(-k // 128)
+        splits = getattr(c, "splits", 1)           # the variants without K splits have no knob
+        assert splits == 1 or units(m, n, c) <= 132, (m, n, k, c)
+        assert splits <= -(-k // 128)
 
 
 def test_table_nearest_m(tmp_path, monkeypatch):
@@ -163,9 +181,10 @@ def test_shipped_table_entries_are_valid():
 
 def test_invalid_candidates_rejected():
     d = GemmDesc(64, 256, 512)
-    assert not is_valid(d, Candidate("sm90_fp8_gemm_general", block_n=96))     # does not divide 128
-    assert not is_valid(d, Candidate("sm90_fp8_gemm_general", block_n=128, stages=7 + 10))
-    assert not is_valid(d, Candidate("nope"))
+    assert not is_valid(d, General(block_n=96))                 # does not divide 128
+    assert not is_valid(d, General(block_n=128, stages=7 + 10))  # does not fit shared memory
+    assert not is_valid(d, SwapAB(block_n=128))                  # token tiles up to 64
+    assert not is_valid(d, General(splits=17))
     with pytest.raises(ValueError, match="unknown variant"):
         select(64, 256, 512, force_variant="nope")
 
@@ -173,7 +192,7 @@ def test_invalid_candidates_rejected():
 def test_explain_names_the_choice():
     s = explain(4096, 4096, 4096)
     assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s
-    assert "swap_ab=True" in explain(1, 8192, 4096)
+    assert "sm90_fp8_gemm_swap_ab block_n=" in explain(1, 8192, 4096)
     assert "swap-AB" in explain(1, 8192, 4096, gpu=NO_TABLE)        # the fallback says why
     assert "gemv (M=1 <= 8" in explain(1, 4096, 4096, gpu=NO_TABLE)
 
@@ -181,7 +200,7 @@ def test_explain_names_the_choice():
 def test_split_k_for_small_m_long_k():
     c = select(16, 4096, 4096, gpu=NO_TABLE)
     assert c.splits > 1 and units(16, 4096, c) <= 132
-    assert select(16, 4096, 256, gpu=NO_TABLE).splits == 1          # too few K blocks to share
+    assert not hasattr(select(16, 4096, 256, gpu=NO_TABLE), "splits")     # short-K: no K splits
     assert select(4096, 4096, 4096, gpu=NO_TABLE).splits == 1       # the tiles fill the GPU
     assert select(16, 4096, 4096, num_sms=66, gpu=NO_TABLE).splits <= 2
 
@@ -191,17 +210,17 @@ def test_swap_ab_for_few_tokens():
     the shape), the plain orientation above."""
     for m in (1, 8, 9, 33, 64):
         c = select(m, 8192, 4096, gpu=NO_TABLE)
-        assert c.swap_ab and c.block_n in (8, 16, 32, 64)
+        assert isinstance(c, SwapAB) and c.block_n in (8, 16, 32, 64)
     for m in (9, 33, 64):
-        assert select(m, 4096, 4096, gpu=NO_TABLE).swap_ab
-    assert not select(65, 4096, 4096, gpu=NO_TABLE).swap_ab
-    assert not is_valid(GemmDesc(8, 4096, 4096), Candidate("sm90_fp8_gemm_general", block_n=128, swap_ab=True))
+        assert isinstance(select(m, 4096, 4096, gpu=NO_TABLE), SwapAB)
+    assert type(select(65, 4096, 4096, gpu=NO_TABLE)) is General
+    assert type(select(8, 4096, 4096, gpu=NO_TABLE, force_variant=General.variant)) is General
 
 
 def test_fallback_raster_group_rule():
     """Group 1 for swap-AB and for large M at N <= 4096 or K = 256, group 8 otherwise (the
-    trace-wide tuner run, bench/NOTES.md session 4; checked on unseen (N, K) by
-    tools/group_check.py)."""
+    trace-wide tuner run, bench/NOTES.md; checked on unseen (N, K) by
+    lab/group_check.py)."""
     assert select(16, 4096, 4096, gpu=NO_TABLE).group_m == 1          # swap-AB
     assert select(4096, 4096, 4096, gpu=NO_TABLE).group_m == 1
     assert select(8192, 8192, 256, gpu=NO_TABLE).group_m == 1

@@ -1,7 +1,7 @@
 """GPU, slow: a short run of the fuzzer (tools/fuzz.py) -- random shapes, dtypes, scale magnitudes
 and layouts through the dispatcher and every variant forced -- must find no failure. The long runs
-(2,000+ cases per variant) are made on the device with the script itself; the closing notes of
-issue 7 give their commands and counts."""
+(2,000+ cases per variant) are made on the device with the script itself (bench/NOTES.md gives
+their commands and counts)."""
 import sys
 from pathlib import Path
 

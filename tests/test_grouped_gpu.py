@@ -11,7 +11,7 @@ from test_matmul_general import CALC_DIFF_TOL, TOL
 
 import fp8gemm
 from fp8gemm import moe_reference, reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, SwapAB
 
 pytestmark = pytest.mark.gpu
 
@@ -82,7 +82,7 @@ def test_contiguous_equals_matmul_per_group(out_dtype):
     sizes = SIZES["tails"]
     a, sa, b, sb, offsets = contiguous_case(sizes, 256, 1024, seed=3)
     got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
-    config = Candidate("sm90_fp8_gemm_general", block_n=128, stages=4, group_m=8)
+    config = General(block_n=128, stages=4, group_m=8)
     off = offsets.get()
     for g in range(len(sizes)):
         lo, hi = int(off[g]), int(off[g + 1])
@@ -142,7 +142,7 @@ def test_masked_poisoned_padding(n, k, out_dtype):
     else:
         out = cupy.full((len(counts), max_rows, n), cupy.nan, dtype=cupy.float32)
     dev_counts = cupy.asarray(counts, dtype=cupy.int32)
-    # The hint makes these few tiles 64 wide (dispatch.selector.grouped_candidate); results agree.
+    # The hint makes these few tiles 64 wide (dispatch/grouped.py: candidate); results agree.
     res = fp8gemm.grouped_matmul_masked(a, b, sa, sb, dev_counts, out=out, expected_rows=sum(counts))
     assert res is out
     got = to_cupy_f64(out)
@@ -233,8 +233,8 @@ def test_empty_groups_launch_nothing():
 # ---- decode: the swap-AB grouped mode (few rows per group), with and without K splits ------------
 
 def grouped_choice(n, k, out_dtype, groups, rows_per_group, active):
-    from fp8gemm.dispatch.selector import grouped_candidate
-    return grouped_candidate(n, k, out_dtype, groups, rows_per_group, active)
+    from fp8gemm.dispatch import grouped
+    return grouped.candidate(n, k, out_dtype, groups, rows_per_group, active)
 
 
 DECODE = {"mixed": [1, 2, 0, 5, 9, 17, 3, 0, 33], "ones": [1] * 6}
@@ -251,12 +251,11 @@ def test_contiguous_decode_swap(sizes, n, k, out_dtype):
     rows = DECODE[sizes]
     p, nonempty = sum(rows), sum(1 for r in rows if r)
     cand = grouped_choice(n, k, out_dtype, len(rows), 2.0 * p / min(len(rows), p), min(len(rows), p))
-    assert cand.swap_ab, cand
+    assert isinstance(cand, SwapAB), cand
     a, sa, b, sb, offsets = contiguous_case(rows, n, k, seed=n + k + p)
     got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
     check_rows(to_cupy_f64(got), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
-    config = Candidate("sm90_fp8_gemm_general", block_n=cand.block_n, stages=4, group_m=1, splits=cand.splits,
-                       swap_ab=True)
+    config = SwapAB(block_n=cand.block_n, stages=4, group_m=1, splits=cand.splits)
     off = offsets.get()
     for g in range(len(rows)):
         lo, hi = int(off[g]), int(off[g + 1])
@@ -273,7 +272,7 @@ def test_masked_decode_swap_split_k_poisoned(n, k):
     import cupy
     counts, max_rows = [1, 0, 3, 8, 0, 2], 8
     cand = grouped_choice(n, k, "float32", len(counts), max_rows, len(counts))
-    assert cand.swap_ab and cand.block_n == 8, cand
+    assert isinstance(cand, SwapAB) and cand.block_n == 8, cand
     a, sa, b, sb = masked_case(counts, max_rows, n, k, seed=k)
     out = cupy.full((len(counts), max_rows, n), cupy.nan, dtype=cupy.float32)
     fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(counts, dtype=cupy.int32), out=out)

@@ -8,8 +8,7 @@ import subprocess
 import pytest
 
 from fp8gemm import compiler
-from fp8gemm.dispatch import select
-from fp8gemm.dispatch.selector import grouped_candidate, swiglu_candidate
+from fp8gemm.dispatch import Gemv, General, ShortK, SwapAB, Wg3, grouped, select
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -36,70 +35,66 @@ PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_swap_ab": GENE
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
 
 
-def _general(block_n, stages, tid, group_m, fine, store, swap, grouped="false"):
-    """The kernel and template arguments of a general candidate, as launcher.general_kernel names them."""
-    if swap == "true":
-        return ("sm90_fp8_gemm_swap_ab", (block_n, stages, tid, group_m, fine, grouped))
-    return ("sm90_fp8_gemm_general", (block_n, stages, tid, group_m, fine, store, grouped))
+def _instance(c, dt, store=False, fine=None, grouped=False, k=256):
+    """(kernel, template arguments) as a descriptor's plan asks for them; ``fine`` defaults to the
+    plain rule (fp32 out promotes after every wgmma)."""
+    fine = dt == "float32" if fine is None else fine
+    if isinstance(c, SwapAB):
+        return c.variant, c.template_args(dt, fine, grouped)
+    if isinstance(c, General):
+        return c.variant, c.template_args(dt, fine, store, grouped)
+    if isinstance(c, ShortK):
+        return c.variant, c.template_args(dt, k, store)
+    if isinstance(c, Gemv):
+        return c.variant, c.template_args(dt)
+    return c.variant, c.template_args(dt, store, grouped)           # Wg3
 
 
 def _instantiations():
-    """Every distinct (block_n, stages, group_m) the dispatcher picks on the trace, per out dtype."""
+    """Every distinct instantiation the dispatcher picks on the trace (tuned and fallback), per out
+    dtype and store path, those the GPU tests and the tuner force, and the grouped modes."""
     from generators import trace_shapes
     seen = set()
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
-        for dt, tid in OUT_TYPE_IDS.items():
+        for dt in OUT_TYPE_IDS:
             for c in (select(m, n, k, dt), select(m, n, k, dt, gpu="none")):
-                tma_ok = (c.block_n * OUT_BYTES[dt]) % 128 == 0 and not c.swap_ab
-                fine = "true" if dt == "float32" else "false"
-                for tma_store in {tma_ok, False}:
-                    store = "true" if tma_store else "false"
-                    if c.variant == "sm90_fp8_gemm_short_k":
-                        seen.add((c.variant, (c.block_m, c.block_n, -(-k // 128), tid, fine, store)))
-                    elif c.variant == "sm90_fp8_gemm_gemv":
-                        seen.add((c.variant, (c.block_n // 8, c.group_m, c.stages, tid)))
-                    elif c.variant == "sm90_fp8_gemm_wg3":
-                        seen.add((c.variant, (c.block_n, c.stages, tid, c.group_m, store)))
-                    else:
-                        seen.add(_general(c.block_n, c.stages, tid, c.group_m, fine, store,
-                                          "true" if c.swap_ab else "false"))
+                width = getattr(c, "block_n", 8)
+                tma_ok = (width * OUT_BYTES[dt]) % 128 == 0 and not isinstance(c, (SwapAB, Gemv))
+                for store in {tma_ok, False}:
+                    seen.add(_instance(c, dt, store, k=k))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
-        seen.add(_general(block_n, 4, 0, 8, "false", "false", "false"))
+        seen.add(_instance(General(block_n, 4, 8), "bfloat16"))
         for block_m in (64, 128):
-            for k_blocks in (1, 2):
-                seen.add(("sm90_fp8_gemm_short_k", (block_m, block_n, k_blocks, 2, "true", "false")))
-    seen.add(_general(128, 4, 0, 8, "false", "true", "false"))
+            for k in (128, 256):
+                seen.add(_instance(ShortK(block_m, block_n), "float32", k=k))
+    seen.add(_instance(General(128, 4, 8), "bfloat16", store=True))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
                                      (4096, "float32", 256, 12), (7168, "bfloat16", 384, 30)):
-        c = grouped_candidate(n, 4096, dt, groups, per_group, 6)
-        tid = OUT_TYPE_IDS[dt]
-        fines = ("true", "false") if dt == "float32" else ("false",)      # precise_fp32 (MoE: False)
-        swap = "true" if c.swap_ab else "false"
-        for store in ("false",) if c.swap_ab else ("true", "false"):
-            for fine in fines:
-                seen.add(_general(c.block_n, c.stages, tid, c.group_m, fine, store, swap, "true"))
+        c = grouped.candidate(n, 4096, dt, groups, per_group, 6)
+        for store in (False,) if isinstance(c, SwapAB) else (True, False):
+            for fine in {dt == "float32", False}:                     # precise_fp32 (MoE: False)
+                seen.add(_instance(c, dt, store, fine, grouped=True))
     for dt, groups in (("bfloat16", 384), ("float32", 256), ("float16", 8192)):   # grouped wg3, as grouped.py
-        c = grouped_candidate(4096, 4096, dt, groups, 256.0, 6, precise_fp32=False)
-        seen.add(("sm90_fp8_gemm_wg3", (c.block_n, c.stages, OUT_TYPE_IDS[dt], c.group_m, "false", "true")))
+        seen.add(_instance(grouped.candidate(4096, 4096, dt, groups, 256.0, 6, precise_fp32=False), dt, grouped=True))
     for tile in (8, 16):                   # the gemv kernel: every (warps, unroll) the tuner tries
         for warps, unroll in ((8, 2), (8, 1), (4, 2), (4, 4)):
-            for tid in range(3):
-                seen.add(("sm90_fp8_gemm_gemv", (tile // 8, warps, unroll, tid)))
+            for dt in OUT_TYPE_IDS:
+                seen.add(_instance(Gemv(tile, warps, unroll), dt))
     for block_n, stages in ((128, 4), (128, 3), (64, 6)):     # the wg3 kernel: tuner and test configs
-        for tid in (0, 1):
+        for dt in ("bfloat16", "float16"):
             for group_m in (1, 8):
-                for store in ("true", "false"):
-                    seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store)))
-                    if store == "false" and block_n == 128:               # grouped (direct stores)
-                        seen.add(("sm90_fp8_gemm_wg3", (block_n, stages, tid, group_m, store, "true")))
+                for store in (True, False):
+                    seen.add(_instance(Wg3(block_n, stages, group_m), dt, store))
+                    if not store and block_n == 128:               # grouped (direct stores)
+                        seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
         for loads in (0, 1, 2):
             seen.add(("quantize_per_token_group", (in_type, loads)))
-    return sorted(seen)
+    return sorted(seen, key=str)
 
 
 def _compile(tmp_path, variant, targs):
@@ -115,8 +110,7 @@ def _compile(tmp_path, variant, targs):
 
 def _swiglu_instantiation():
     """fp8gemm.moe's fused L1 as grouped.swiglu_l1 instantiates it (DeepSeek-V4 Flash: 256 experts)."""
-    c = swiglu_candidate(256)
-    return (c.block_n, c.stages, OUT_TYPE_IDS["float32"], c.group_m, "false", "false", "true", "true")
+    return grouped.SwiGLU.fallback(256).template_args()
 
 
 @needs_nvcc
@@ -174,7 +168,7 @@ def test_tma_producer_stays_on_uniform_datapath(tmp_path, variant, targs, bound)
     """The TMA producer's loop keeps its coordinates and barrier addresses in uniform registers.
     Values that ptxas cannot prove warp-uniform (e.g. merged out of a one-thread branch) push the
     loop into vector registers with R2UR moves before every TMA issue: 90 R2UR in the general
-    kernel and 89 in wg3 in session 14 (bench/NOTES.md), against 18-24 and 6-10 when uniform."""
+    kernel and 89 in wg3 (bench/NOTES.md), against 18-24 and 6-10 when uniform."""
     _compile(tmp_path, variant, targs)
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
@@ -218,38 +212,37 @@ def test_flatten_inlines_each_header_once():
 
 def _smem_cases():
     """(C++ expression of a kernel's shared-memory layout size, the host's size) for every tile,
-    stage count and output type the selector can ask of the general family and wg3."""
-    from fp8gemm.dispatch.selector import (GENERAL_BLOCK_NS, GENERAL_MAX_STAGES, SWAP_BLOCK_NS, WG3_BLOCK_NS,
-                                           Candidate, general_smem_bytes, grouped_smem_bytes,
-                                           swiglu_smem_bytes, wg3_smem_bytes)
+    stage count and output type a descriptor of the general family or wg3 can ask for."""
+    from fp8gemm.dispatch import general, wg3
     cases = []
     for dt, tid in OUT_TYPE_IDS.items():
         staging = "fp8gemm::SwizzledStaging<fp8gemm::OutType({tid}), {bn}>"
-        for stages in range(2, GENERAL_MAX_STAGES + 1):
-            for bn in GENERAL_BLOCK_NS:
+        for stages in range(2, general.MAX_STAGES + 1):
+            for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 expr = f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0)>::kBytes"
-                c = Candidate("sm90_fp8_gemm_general", bn, stages)
-                cases.append((expr, general_smem_bytes(c, dt)))
-                cases.append((f"{expr} + 16", grouped_smem_bytes(c, dt, 3)))        # prefix of 4 words
-            for bn in SWAP_BLOCK_NS:
-                c = Candidate("sm90_fp8_gemm_general", bn, stages, swap_ab=True)
-                cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", general_smem_bytes(c, dt)))
-            for bn in WG3_BLOCK_NS:
+                c = General(bn, stages)
+                cases.append((expr, c.smem_bytes(dt)))
+                cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
+            for bn in general.SWAP_BLOCK_NS:
+                c = SwapAB(bn, stages)
+                cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", c.smem_bytes(dt)))
+            for bn in wg3.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 ring = "fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, {staging}>::kBytes"
-                c = Candidate("sm90_fp8_gemm_wg3", bn, stages, block_m=192)
-                cases.append((ring.format(bn=bn, stages=stages, staging=f"3 * {st}::kBytes"), wg3_smem_bytes(c, dt)))
-                cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", grouped_smem_bytes(c, dt, 3)))
-    for stages in range(2, GENERAL_MAX_STAGES + 1):
+                c = Wg3(bn, stages)
+                cases.append((ring.format(bn=bn, stages=stages, staging=f"3 * {st}::kBytes"), c.smem_bytes(dt)))
+                cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", c.grouped_smem_bytes(dt, 3)))
+    for stages in range(2, general.MAX_STAGES + 1):
         hold = "(fp8gemm::WgmmaFp8<128>::kNumAccum / 2 + 2) * 128 * 4"
-        cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16", swiglu_smem_bytes(stages, 3)))
+        cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16",
+                       grouped.SwiGLU(stages).smem_bytes("float32", 3)))
     return [c for c in cases if c[1] <= 232448]
 
 
 @needs_nvcc
 def test_host_smem_sizes_match_kernel_layouts(tmp_path):
-    """dispatch/selector.py's shared-memory sizes equal the kernels' own layouts (RingSmem in
+    """The descriptors' shared-memory sizes (dispatch/) equal the kernels' own layouts (RingSmem in
     common/pipeline.cuh, general::Smem in general_tiles.cuh), checked by static_assert in nvcc."""
     kdir = compiler.kernel_dir()
     lines = [f'#include "{kdir}/general_tiles.cuh"', f'#include "{kdir}/epilogue.cuh"',

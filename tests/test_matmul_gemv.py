@@ -7,11 +7,10 @@ from generators import random_case
 from test_matmul_general import check, check_bit_exact, check_poisoned
 
 import fp8gemm
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import Gemv
 
 pytestmark = pytest.mark.gpu
 
-V = "sm90_fp8_gemm_gemv"
 # (warps, K blocks per warp in flight): the tuner's four (bench/tune.py).
 CONFIGS = [(8, 2), (8, 1), (4, 2), (4, 4)]
 # M: 1, a partial and a full token tile of 8, a second tile; N: one row, a partial 16-row CTA,
@@ -21,7 +20,7 @@ SHAPES = [(1, 1, 16), (3, 17, 48), (8, 100, 112), (9, 136, 1040), (16, 520, 4112
 
 
 def forced(m, warps=8, unroll=2):
-    return Candidate(V, 8 if m <= 8 else 16, unroll, warps, 1, False, 16)
+    return Gemv(8 if m <= 8 else 16, warps, unroll)
 
 
 @pytest.mark.parametrize("warps,unroll", CONFIGS, ids=str)
@@ -45,7 +44,7 @@ def test_token_tile_16_holds_m_up_to_8():
     import cupy
     case = random_case(5, 300, 1040, seed=9)
     narrow = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=forced(5))
-    wide = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Candidate(V, 16, 2, 8, 1, False, 16))
+    wide = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Gemv(16, 8, 2))
     check(wide, case)
     assert bool(cupy.array_equal(narrow.view(cupy.uint16), wide.view(cupy.uint16)))
 
@@ -82,7 +81,7 @@ def test_bitwise_reproducible():
 def test_more_tokens_than_the_tile_are_refused_before_any_launch():
     case = random_case(17, 128, 256, seed=1)
     with pytest.raises(ValueError, match="not valid"):
-        fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Candidate(V, 16, 2, 8, 1, False, 16))
+        fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Gemv(16, 8, 2))
     case = random_case(9, 128, 256, seed=1)
     with pytest.raises(ValueError, match="not valid"):
         fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=forced(8))

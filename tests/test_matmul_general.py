@@ -7,7 +7,7 @@ from generators import FP8_NAN, outside, poisoned, random_case, to_cupy_f64, tra
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, SwapAB
 
 pytestmark = pytest.mark.gpu
 
@@ -68,7 +68,7 @@ def test_tails_out_dtypes(m, n, k, out_dtype):
                          ids=lambda v: str(v))
 def test_forced_block_n(m, n, k, block_n):
     case = random_case(m, n, k, seed=block_n)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=block_n, stages=4, group_m=8)
+    cfg = General(block_n=block_n, stages=4, group_m=8)
     out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=cfg)
     check(out, case)
 
@@ -224,7 +224,7 @@ def test_deterministic():
 
 def test_invalid_forced_config_is_refused():
     case = random_case(8, 128, 256, seed=2)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=128, stages=6, group_m=8)
+    cfg = General(block_n=128, stages=6, group_m=8)
     with pytest.raises(ValueError, match="not valid"):
         fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=cfg)
 
@@ -263,7 +263,7 @@ def test_bad_input_on_gpu_never_reaches_a_kernel():
 def test_forced_split_k(m, n, k, splits):
     """Split-K with uneven and empty splits (K blocks not divisible by the split count)."""
     case = random_case(m, n, k, seed=splits * 3 + m)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=128, stages=4, group_m=8, splits=splits)
+    cfg = General(block_n=128, stages=4, group_m=8, splits=splits)
     for out_dtype in ("bfloat16", "float32"):
         out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
@@ -272,7 +272,7 @@ def test_forced_split_k(m, n, k, splits):
 def test_split_k_bitwise_reproducible():
     import cupy
     case = random_case(64, 4096, 4096, seed=21)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=128, stages=4, group_m=8, splits=4)
+    cfg = General(block_n=128, stages=4, group_m=8, splits=4)
     first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=cfg)
     for _ in range(5):
         again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=cfg)
@@ -301,8 +301,7 @@ def test_every_m_1_to_300(n, k):
 def test_forced_swap_ab(m, n, k, block_n, splits):
     """Swap-AB (C^T = B A^T) on M, N and K tails, token tiles narrower and wider than M."""
     case = random_case(m, n, k, seed=block_n + m)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=block_n, stages=4, group_m=8, splits=splits,
-                    swap_ab=True)
+    cfg = SwapAB(block_n=block_n, stages=4, group_m=8, splits=splits)
     for out_dtype in ("bfloat16", "float32"):
         out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
@@ -316,7 +315,7 @@ def test_swap_ab_poisoned_output_and_scale_layouts():
     sa = cupy.asfortranarray(case.a_scale)
     buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
     view = buf[1:1 + m, 8:8 + n]
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=32, stages=4, group_m=8, splits=2, swap_ab=True)
+    cfg = SwapAB(block_n=32, stages=4, group_m=8, splits=2)
     fp8gemm.matmul(case.a, case.b, sa, case.b_scale, out=view, config=cfg)
     check(view, case)
     border = outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)
@@ -349,7 +348,7 @@ def test_torch_graph_first_call_inside_capture(m, n, k, splits):
     first, second = random_case(m, n, k, seed=61), random_case(m, n, k, seed=62)
     bufs = first.as_torch()
     bufs = tuple(x.clone() for x in bufs)
-    cfg = Candidate("sm90_fp8_gemm_general", block_n=32, stages=4, group_m=8, splits=splits, swap_ab=m <= 64)
+    cfg = (SwapAB if m <= 64 else General)(block_n=32, stages=4, group_m=8, splits=splits)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()

@@ -7,7 +7,7 @@ from generators import random_case
 from test_matmul_general import check, check_bit_exact, check_poisoned
 
 import fp8gemm
-from fp8gemm.dispatch import Candidate, select
+from fp8gemm.dispatch import ShortK, select
 
 pytestmark = pytest.mark.gpu
 
@@ -19,7 +19,7 @@ SHAPES = [(1, 1, 16), (63, 100, 112), (65, 136, 128), (129, 257, 144), (300, 520
 
 
 def forced(block_m, block_n):
-    return Candidate(S, block_n, 2, 1, 1, False, block_m)
+    return ShortK(block_m, block_n)
 
 
 @pytest.mark.parametrize("block_m,block_n", TILES, ids=str)

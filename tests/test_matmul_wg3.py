@@ -1,4 +1,4 @@
-"""GPU tests of the three-consumer-warpgroup kernel (sm90_fp8_gemm_wg3, v16) forced
+"""GPU tests of the three-consumer-warpgroup kernel (sm90_fp8_gemm_wg3) forced
 on M, N and K tails (192-row tiles, a warpgroup wholly past M), bf16 and fp16 out, TMA and direct
 stores: against the float64 reference, bit-exact on dyadic inputs, inside NaN-poisoned buffers."""
 import pytest
@@ -7,7 +7,7 @@ from generators import random_case
 from test_matmul_general import check, check_bit_exact, check_poisoned
 
 import fp8gemm
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import Wg3
 
 pytestmark = pytest.mark.gpu
 
@@ -18,7 +18,7 @@ CONFIGS = [(128, 4, 8), (128, 3, 1), (128, 3, 8), (64, 6, 8)]      # (block_n, s
 
 
 def forced(block_n=128, stages=3, group_m=8):
-    return Candidate(V, block_n, stages, group_m, 1, False, 192)
+    return Wg3(block_n, stages, group_m)
 
 
 @pytest.mark.parametrize("block_n,stages,group_m", CONFIGS, ids=str)
@@ -65,13 +65,13 @@ def test_dispatcher_picks_wg3(m, n, k):
     check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
 
 
-# ---- grouped mode (the selector's window forced open) ---------------------------------------------
+# ---- grouped mode (the dispatcher's window forced open) -----------------------------------------
 
 @pytest.fixture
 def wg3_grouped(monkeypatch):
     from fp8gemm import plans
-    from fp8gemm.dispatch import selector
-    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
+    from fp8gemm.dispatch import grouped
+    monkeypatch.setattr(grouped, "WG3_ROWS", (0, 1 << 30))
     plans.PLANS.clear()
     yield
     plans.PLANS.clear()
@@ -85,10 +85,10 @@ GROUP_SIZES = [0, 1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 300, 385, 0]
 def test_grouped_contiguous(wg3_grouped, n, k, out_dtype):
     from test_grouped_gpu import check_rows, contiguous_case, reference_contiguous
 
-    from fp8gemm.dispatch import selector
+    from fp8gemm.dispatch import grouped
     from generators import to_cupy_f64
     a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, n, k, seed=n + k)
-    assert selector.grouped_candidate(n, k, out_dtype, len(GROUP_SIZES), 150.0).variant == V
+    assert grouped.candidate(n, k, out_dtype, len(GROUP_SIZES), 150.0).variant == V
     out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
     check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
 
@@ -98,12 +98,12 @@ def test_grouped_equals_general_grouped(monkeypatch):
     from test_grouped_gpu import contiguous_case
 
     from fp8gemm import plans
-    from fp8gemm.dispatch import selector
+    from fp8gemm.dispatch import grouped
     a, sa, b, sb, offsets = contiguous_case(GROUP_SIZES, 512, 2048, seed=3)
-    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", None)
+    monkeypatch.setattr(grouped, "WG3_ROWS", None)
     plans.PLANS.clear()
     ref = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
-    monkeypatch.setattr(selector, "GROUPED_WG3_ROWS", (0, 1 << 30))
+    monkeypatch.setattr(grouped, "WG3_ROWS", (0, 1 << 30))
     plans.PLANS.clear()
     got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float16")
     plans.PLANS.clear()

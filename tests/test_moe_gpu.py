@@ -259,7 +259,7 @@ def _cost_three(c):
 
 
 def test_device_choice_of_grouped_kernel(monkeypatch):
-    """At about 100-225 rows per expert (selector.MOE_CHOICE_ROWS) the routing kernel picks the
+    """At about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the routing kernel picks the
     grouped GEMMs' kernel from the real counts: both kernels launch for L1 and for L2, the chosen
     one with the offsets, the other with every group empty. Uniform counts of ~150 pick the
     three-warpgroup kernel, four experts of 300 the two-warpgroup one; a captured graph replayed

@@ -1,4 +1,4 @@
-"""CPU: the float64 MoE / grouped-GEMM reference (fp8gemm/moe_reference.py, issue 8) against
+"""CPU: the float64 MoE / grouped-GEMM reference (fp8gemm/moe_reference.py) against
 independent per-row computations -- routing, both grouped layouts, SwiGLU with its clamp, every
 stage of the layer, the combine -- plus empty experts, one expert for all tokens, and bad input."""
 import numpy as np

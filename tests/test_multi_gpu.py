@@ -1,4 +1,4 @@
-"""GPU, two or more GPUs (issue 6): inputs on GPU 1 run on GPU 1 whatever device is current, the
+"""GPU, two or more GPUs: inputs on GPU 1 run on GPU 1 whatever device is current, the
 result lands there, the caller's current device is left alone; split-K workspaces, compiled
 modules and plans are per device; both GPUs from threads at once. Skipped with the reason on a
 machine with one GPU."""
@@ -10,13 +10,12 @@ from generators import random_case
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, SwapAB
 from fp8gemm.testing import as_float64
 
 pytestmark = pytest.mark.gpu
 
-G = "sm90_fp8_gemm_general"
-CONFIGS = [None, Candidate(G, 32, 4, 8, splits=4), Candidate(G, 16, 4, 8, splits=3, swap_ab=True)]
+CONFIGS = [None, General(32, 4, 8, splits=4), SwapAB(16, 4, 8, splits=3)]
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +74,7 @@ def test_both_gpus_from_threads_at_once():
     """Two threads per GPU, each thread 10 split-K calls on its own stream of its GPU."""
     import cupy
     cases = {d: _case_on(d, 16, 4096, 4096, seed=80 + d) for d in (0, 1)}
-    cfg = Candidate(G, 16, 4, 8, splits=8, swap_ab=True)
+    cfg = SwapAB(16, 4, 8, splits=8)
     errors, worst = [], {}
 
     def work(idx, device):

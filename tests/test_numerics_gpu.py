@@ -1,4 +1,4 @@
-"""GPU numerics (issue 7): NaN and Inf in A, B and the scales, zero scales, FP8 values at +-448 and
+"""GPU numerics: NaN and Inf in A, B and the scales, zero scales, FP8 values at +-448 and
 subnormals, bf16 / fp16 output overflow -- through the dispatcher and every kernel variant forced.
 
 What holds (README, "Numerics"):
@@ -16,21 +16,20 @@ from generators import FP8_NAN, random_case
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.dispatch import GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, is_valid
 from fp8gemm.testing import as_float64
 
 pytestmark = pytest.mark.gpu
 
-G = "sm90_fp8_gemm_general"
 VARIANTS = {
     "dispatcher": None,
-    "general": Candidate(G, 128, 4, 8),
-    "split_k": Candidate(G, 32, 4, 8, splits=3),
-    "swap_ab": Candidate(G, 16, 4, 8, swap_ab=True),
-    "swap_ab_split_k": Candidate(G, 16, 4, 8, splits=3, swap_ab=True),
-    "short_k": Candidate("sm90_fp8_gemm_short_k", 64, 2, 1, block_m=64),
-    "gemv": Candidate("sm90_fp8_gemm_gemv", 16, 2, 8, block_m=16),     # M <= 16 only
-    "wg3": Candidate("sm90_fp8_gemm_wg3", 128, 3, 8, block_m=192),     # bf16 / fp16 out only
+    "general": General(128, 4, 8),
+    "split_k": General(32, 4, 8, splits=3),
+    "swap_ab": SwapAB(16, 4, 8),
+    "swap_ab_split_k": SwapAB(16, 4, 8, splits=3),
+    "short_k": ShortK(64, 64),
+    "gemv": Gemv(16, 8, 2),     # M <= 16 only
+    "wg3": Wg3(128, 3, 8),     # bf16 / fp16 out only
 }
 SHAPES = [(70, 300, 400), (5, 200, 1040), (70, 300, 240)]   # M, N, K tails; K over several 128-blocks
 

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from fp8gemm.bench import tune
-from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.dispatch import Gemv, GemmDesc, General, ShortK, SwapAB, is_valid
+from fp8gemm.dispatch import general
 from fp8gemm.dispatch import selector as sel
 
 SHAPES = [(1, 4096, 4096), (64, 7168, 2048), (300, 1536, 256), (4096, 8192, 4096), (2, 24, 272)]
@@ -23,28 +24,28 @@ def test_candidates_valid_unique_fallback_first(m, n, k):
 
 def test_candidates_explore_orientation_and_splits_for_small_m():
     cands = tune.candidates(GemmDesc(16, 4096, 4096), limit=32)
-    assert {c.swap_ab for c in cands} == {True, False}
-    assert len({c.splits for c in cands}) > 1
+    assert {type(c) for c in cands} >= {SwapAB, General}
+    assert len({c.splits for c in cands if isinstance(c, General)}) > 1
     big = tune.candidates(GemmDesc(8192, 8192, 4096), limit=32)
-    assert not any(c.swap_ab for c in big)
+    assert not any(isinstance(c, SwapAB) for c in big)
     assert {c.group_m for c in big} >= {1, 8, 16} and {c.stages for c in big} >= {4}
 
 
 def test_candidates_include_short_k_tiles_only_for_short_k():
     short = tune.candidates(GemmDesc(300, 1536, 256), limit=16)
-    tiles = {(c.block_m, c.block_n) for c in short if c.variant == sel.SHORT_K}
+    tiles = {(c.block_m, c.block_n) for c in short if c.variant == ShortK.variant}
     assert tiles >= {(64, 64), (128, 128), (128, 32)}
-    assert any(c.variant == sel.GENERAL for c in short)          # the general kernel competes
-    assert not any(c.variant == sel.SHORT_K for c in tune.candidates(GemmDesc(300, 1536, 272)))
+    assert any(c.variant == General.variant for c in short)          # the general kernel competes
+    assert not any(c.variant == ShortK.variant for c in tune.candidates(GemmDesc(300, 1536, 272)))
 
 
 def test_candidates_include_gemv_only_up_to_16_tokens():
     for m in (1, 8, 16):
-        gemv = [c for c in tune.candidates(GemmDesc(m, 4096, 4096)) if c.variant == sel.GEMV]
-        assert {(c.group_m, c.stages) for c in gemv} == {(8, 2), (8, 1), (4, 2), (4, 4)}
-        assert all(c.block_n >= m for c in gemv) and all(is_valid(GemmDesc(m, 4096, 4096), c) for c in gemv)
-    assert not any(c.variant == sel.GEMV for c in tune.candidates(GemmDesc(17, 4096, 4096)))
-    assert tune.label(Candidate(sel.GEMV, 8, 2, 8, 1, False, 16)) == "gemv 16x8 w8 u2"
+        gemv = [c for c in tune.candidates(GemmDesc(m, 4096, 4096)) if c.variant == Gemv.variant]
+        assert {(c.warps, c.unroll) for c in gemv} == {(8, 2), (8, 1), (4, 2), (4, 4)}
+        assert all(c.token_tile >= m for c in gemv) and all(is_valid(GemmDesc(m, 4096, 4096), c) for c in gemv)
+    assert not any(c.variant == Gemv.variant for c in tune.candidates(GemmDesc(17, 4096, 4096)))
+    assert tune.label(Gemv(8, 8, 2)) == "gemv 16x8 w8 u2"
 
 
 def fake_gpu(slow_fallback=1.5, wrong=()):
@@ -55,8 +56,10 @@ def fake_gpu(slow_fallback=1.5, wrong=()):
         calls["time"] += 1
         out = {}
         for i, c in enumerate(cands):
-            rows, cols = (desc.n, desc.m) if c.swap_ab else (desc.m, desc.n)
-            us = sel.general_cost(rows, cols, desc.k, c.block_n, c.splits, 132) + 2.0 + 0.01 * c.stages
+            rows, cols = (desc.n, desc.m) if isinstance(c, SwapAB) else (desc.m, desc.n)
+            width = getattr(c, "block_n", getattr(c, "token_tile", 8))
+            us = (general.cost_us(rows, cols, desc.k, width, getattr(c, "splits", 1), 132) + 2.0
+                  + 0.01 * getattr(c, "stages", 2))
             out[c.key()] = us * (slow_fallback if i == 0 else 1.0)
         return out
 
@@ -90,10 +93,10 @@ def test_update_keeps_the_entries_of_shapes_not_retuned():
     time_fn, check_fn, _ = fake_gpu()
     state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
     tune.tune([SHAPES[2]], "bfloat16", time_fn, check_fn, state)
-    old = [{"n": 4096, "k": 4096, "m": 1, "variant": sel.GENERAL, "block_n": 16, "stages": 6, "group_m": 1,
-            "splits": 4, "swap_ab": True, "us": 8.0, "fallback_us": 9.0},
-           {"n": 1536, "k": 256, "m": 300, "variant": sel.GENERAL, "block_n": 64, "stages": 6, "group_m": 8,
-            "splits": 1, "swap_ab": False, "us": 3.5, "fallback_us": 3.5}]
+    old = [{"n": 4096, "k": 4096, "m": 1, "variant": SwapAB.variant, "block_n": 16, "stages": 6, "group_m": 1,
+            "splits": 4, "us": 8.0, "fallback_us": 9.0},
+           {"n": 1536, "k": 256, "m": 300, "variant": General.variant, "block_n": 64, "stages": 6, "group_m": 8,
+            "splits": 1, "us": 3.5, "fallback_us": 3.5}]
     entries = tune.table_from_state(state, {}, keep=old)["entries"]
     assert old[0] in entries                                  # not retuned: kept as it was
     retuned = [e for e in entries if (e["n"], e["k"], e["m"]) == (1536, 256, 300)]
@@ -110,8 +113,7 @@ def test_wrong_winner_is_skipped_and_all_wrong_is_failed():
     state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
     tune.tune([SHAPES[3]], "bfloat16", time_fn, check_fn, state)
     r = state["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
-    assert "failed" not in r and tuple(r[f] for f in ("variant", "block_n", "stages", "group_m", "splits",
-                                                      "swap_ab")) != best
+    assert "failed" not in r and sel.from_entry(r).key() != best
     state2 = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
     tune.tune([SHAPES[3]], "bfloat16", time_fn, lambda d, c: 1.0, state2)
     assert "failed" in state2["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
@@ -151,8 +153,8 @@ def test_table_round_trips_through_the_selector(tmp_path, monkeypatch):
     try:
         for e in table["entries"]:
             c = sel.select(e["m"], e["n"], e["k"], gpu="tuned")
-            assert (c.variant, c.block_n, c.stages, c.group_m, c.splits, c.swap_ab, c.block_m) == (
-                e["variant"], e["block_n"], e["stages"], e["group_m"], e["splits"], e["swap_ab"], e["block_m"])
+            assert (c.variant, c.knobs()) == (e["variant"], {f: e[f] for f in c.knobs()})
+            assert set(e) == {"n", "k", "m", "variant", "us", "fallback_us", *c.knobs()}
             assert "tuned at M=" in c.reason
     finally:
         sel.load_table.cache_clear()

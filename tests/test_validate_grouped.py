@@ -5,9 +5,11 @@ import pytest
 
 from test_validate import T
 
-from fp8gemm.dispatch.selector import (GROUPED_MAX_GROUPS, MAX_SMEM_PER_BLOCK, grouped_candidate,
-                                       grouped_smem_bytes)
-from fp8gemm.validate import MAX_GROUPS, validate_grouped
+from fp8gemm.dispatch import General, SwapAB, Wg3
+from fp8gemm.dispatch import grouped as tiles
+from fp8gemm.dispatch.grouped import candidate as grouped_candidate
+from fp8gemm.hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
+from fp8gemm.validate import validate_grouped
 
 
 def contiguous(p=300, g=4, n=256, k=512, **over):
@@ -83,17 +85,16 @@ def test_out_overlapping_a_later_group_of_b():
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("n,groups", [(4096, 1), (4096, 256), (7168, 384), (40, 8), (300, GROUPED_MAX_GROUPS)])
+@pytest.mark.parametrize("n,groups", [(4096, 1), (4096, 256), (7168, 384), (40, 8), (300, MAX_GROUPS)])
 def test_grouped_tile_fits_beside_the_prefix(n, groups, out_dtype):
     c = grouped_candidate(n, 4096, out_dtype, groups)
-    assert grouped_smem_bytes(c, out_dtype, groups) <= MAX_SMEM_PER_BLOCK
-    assert c.block_n == (64 if n <= 64 else 128) and 2 <= c.stages <= 6
+    assert c.grouped_smem_bytes(out_dtype, groups) <= MAX_SMEM_PER_BLOCK
+    assert type(c) is General and c.block_n == (64 if n <= 64 else 128) and 2 <= c.stages <= 6
     if groups <= 384 and out_dtype == "bfloat16":
         assert c.stages == 6          # DeepSeek-V4's expert counts keep the full ring
 
 
 def test_grouped_limits_agree():
-    assert MAX_GROUPS == GROUPED_MAX_GROUPS
     with pytest.raises(ValueError, match="1..8192 groups"):
         grouped_candidate(256, 512, "bfloat16", 0)
 
@@ -103,13 +104,13 @@ def test_decode_takes_swap_ab_and_splits_only_when_sms_would_idle():
     (no split); 3 experts x 16 tiles leave most idle: K splits. Many rows per group (prefill) or
     none known keep 128-row token tiles."""
     c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=1, active_groups=6, num_sms=132)
-    assert (c.swap_ab, c.block_n, c.splits, c.group_m) == (True, 8, 1, 1)
+    assert c == SwapAB(8, 6, 1, 1)
     c = grouped_candidate(2048, 4096, "bfloat16", 256, rows_per_group=1, active_groups=3, num_sms=132)
-    assert (c.swap_ab, c.block_n, c.splits) == (True, 8, 2)
+    assert (type(c), c.block_n, c.splits) == (SwapAB, 8, 2)
     assert grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=12, active_groups=255).block_n == 16
     for per_group in (48, None):
         c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=per_group, active_groups=256)
-        assert (c.swap_ab, c.block_n, c.splits) == (False, 128, 1)
+        assert (type(c), c.block_n, c.splits) == (General, 128, 1)
     c = grouped_candidate(2048, 256, "bfloat16", 8, rows_per_group=1, active_groups=1, num_sms=132)
     assert c.splits == 1                       # K = 256: two K blocks, nothing to split
 
@@ -150,30 +151,30 @@ def test_layer_rules_reject(over, exc, msg):
         _check(**layer_args(**over))
 
 
-def test_grouped_three_warpgroup_window():
-    """192-row tiles where the rows estimate (twice the mean) lies in GROUPED_WG3_ROWS (a mean of
-    120-165 rows: tools/exp_moe_prefill.py --wg3, session 11); fp32 only when not precise."""
-    from fp8gemm.dispatch import selector
-    lo, hi = selector.GROUPED_WG3_ROWS
-    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, active_groups=384).variant == selector.WG3
+def test_grouped_three_warpgroup_window(monkeypatch):
+    """192-row tiles where the rows estimate (twice the mean) lies in WG3_ROWS (a mean of 120-165
+    rows: lab/exp_moe_prefill.py --wg3); fp32 only when not precise."""
+    lo, hi = tiles.WG3_ROWS
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, active_groups=384).variant == Wg3.variant
     for rows in (lo, hi + 1, 100.0, 400.0):
-        assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=rows).variant == selector.GENERAL, rows
-    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0).variant == selector.GENERAL
+        assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=rows).variant == General.variant, rows
+    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0).variant == General.variant
     c = grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0, precise_fp32=False)
-    assert c.variant == selector.WG3 and c.block_m == 192 and not c.swap_ab
-    assert selector.grouped_smem_bytes(c, "float32", 256) <= selector.MAX_SMEM_PER_BLOCK
+    assert type(c) is Wg3 and c.block_m == 192
+    assert c.grouped_smem_bytes("float32", 256) <= MAX_SMEM_PER_BLOCK
     big = grouped_candidate(4096, 4096, "bfloat16", 8192, rows_per_group=256.0)
-    assert big.variant == selector.WG3 and selector.grouped_smem_bytes(big, "bfloat16", 8192) <= selector.MAX_SMEM_PER_BLOCK
+    assert type(big) is Wg3 and big.grouped_smem_bytes("bfloat16", 8192) <= MAX_SMEM_PER_BLOCK
+    monkeypatch.setattr(tiles, "WG3_ROWS", None)          # off
+    assert type(grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0)) is General
 
 
 def test_grouped_three_warpgroup_override():
     """wg3=True / False (fp8gemm.moe's device-side choice) overrides the window either way, but
     never gives precise fp32 output to the three-warpgroup kernel."""
-    from fp8gemm.dispatch import selector
-    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=400.0, wg3=True).variant == selector.WG3
-    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, wg3=False).variant == selector.GENERAL
-    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0, wg3=True).variant == selector.GENERAL
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=400.0, wg3=True).variant == Wg3.variant
+    assert grouped_candidate(6144, 7168, "bfloat16", 384, rows_per_group=256.0, wg3=False).variant == General.variant
+    assert grouped_candidate(4096, 4096, "float32", 256, rows_per_group=256.0, wg3=True).variant == General.variant
     c = grouped_candidate(4096, 4096, "float32", 256, None, wg3=True, precise_fp32=False)
-    assert c.variant == selector.WG3 and "rows per group" in c.reason
-    lo, hi = selector.MOE_CHOICE_ROWS
-    assert lo < hi and lo <= selector.GROUPED_WG3_ROWS[0] and selector.GROUPED_WG3_ROWS[1] <= hi
+    assert c.variant == Wg3.variant and "rows per group" in c.reason
+    lo, hi = tiles.MOE_CHOICE_ROWS
+    assert lo < hi and lo <= tiles.WG3_ROWS[0] and tiles.WG3_ROWS[1] <= hi

@@ -1,4 +1,4 @@
-"""Random-case fuzzing of fp8gemm.matmul on the GPU against the float64 reference (issue 7).
+"""Random-case fuzzing of fp8gemm.matmul on the GPU against the float64 reference.
 
     python tools/fuzz.py --cases 2000 --seed 1 [--budget-seconds 600] [--max-elements 6e7]
 
@@ -24,10 +24,9 @@ import numpy as np
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
+from fp8gemm.dispatch import GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, is_valid
 from fp8gemm.testing import as_float64, random_case
 
-G = "sm90_fp8_gemm_general"
 TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
 CALC_DIFF_TOL = 1e-5
 
@@ -58,19 +57,19 @@ def configs(rng, desc):
             if split and k_blocks < 2:
                 continue                      # one K block: nothing to split
             splits = int(rng.integers(2, min(16, k_blocks) + 1)) if split else 1
-            c = Candidate(G, block_n, 4, int(rng.choice([1, 8])), splits, swap)
+            c = (SwapAB if swap else General)(block_n, 4, int(rng.choice([1, 8])), splits)
             name = ("swap_ab" if swap else "general") + ("_split_k" if split else "")
             if is_valid(desc, c):
                 out.append((name, c))
-    c = Candidate("sm90_fp8_gemm_short_k", int(rng.choice([16, 32, 64, 128])), 2, 1, 1, False,
-                  int(rng.choice([64, 128])))
+    block_n = int(rng.choice([16, 32, 64, 128]))
+    c = ShortK(int(rng.choice([64, 128])), block_n)
     if is_valid(desc, c):                     # K <= 256
         out.append(("short_k", c))
     warps, unroll = GEMV_CONFIGS[int(rng.integers(len(GEMV_CONFIGS)))]
-    c = Candidate("sm90_fp8_gemm_gemv", 8 if desc.m <= 8 else 16, unroll, warps, 1, False, 16)
+    c = Gemv(8 if desc.m <= 8 else 16, warps, unroll)
     if is_valid(desc, c):                     # 1 <= M <= 16
         out.append(("gemv", c))
-    c = Candidate("sm90_fp8_gemm_wg3", int(rng.choice([64, 128])), 3, int(rng.choice([1, 8])), 1, False, 192)
+    c = Wg3(int(rng.choice([64, 128])), 3, int(rng.choice([1, 8])))
     if is_valid(desc, c):                     # bf16 / fp16 out
         out.append(("wg3", c))
     return out

@@ -11,42 +11,41 @@ import cupy
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Candidate
+from fp8gemm.dispatch import General, Gemv, ShortK, SwapAB, Wg3
 from fp8gemm.testing import as_float64, random_case
 
-G = "sm90_fp8_gemm_general"
 TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
 CASES = [   # (M, N, K, out dtype, candidate or None for the dispatcher, what it covers)
-    (200, 300, 1040, "bfloat16", Candidate(G, 128, 4, 8), "two accumulators, TMA store, M/N/K tails"),
-    (200, 300, 1040, "float32", Candidate(G, 128, 4, 8), "fine promotion (fp32), TMA store"),
-    (130, 200, 2064, "float16", Candidate(G, 32, 4, 8, splits=4), "split-K, direct store"),
-    (100, 256, 272, "bfloat16", Candidate(G, 64, 4, 8, splits=4), "empty K splits"),
-    (5, 300, 1040, "bfloat16", Candidate(G, 8, 4, 8, splits=3, swap_ab=True), "swap-AB split-K"),
-    (37, 200, 528, "float32", Candidate(G, 16, 4, 8, swap_ab=True), "swap-AB, fine promotion"),
-    (3, 1000, 2064, "float16", Candidate(G, 16, 3, 1, splits=16), "split-K, 16 splits, N tail"),
-    (1, 512, 4096, "bfloat16", Candidate(G, 8, 6, 1, splits=8, swap_ab=True),
+    (200, 300, 1040, "bfloat16", General(128, 4, 8), "two accumulators, TMA store, M/N/K tails"),
+    (200, 300, 1040, "float32", General(128, 4, 8), "fine promotion (fp32), TMA store"),
+    (130, 200, 2064, "float16", General(32, 4, 8, splits=4), "split-K, direct store"),
+    (100, 256, 272, "bfloat16", General(64, 4, 8, splits=4), "empty K splits"),
+    (5, 300, 1040, "bfloat16", SwapAB(8, 4, 8, splits=3), "swap-AB split-K"),
+    (37, 200, 528, "float32", SwapAB(16, 4, 8), "swap-AB, fine promotion"),
+    (3, 1000, 2064, "float16", General(16, 3, 1, splits=16), "split-K, 16 splits, N tail"),
+    (1, 512, 4096, "bfloat16", SwapAB(8, 6, 1, splits=8),
      "swap-AB split-K at M = 1: threads with no token skip the workspace"),
-    (70, 300, 1552, "bfloat16", Candidate(G, 128, 4, 8, splits=5), "split-K, 128-wide tile: one split per load chunk"),
-    (300, 520, 1040, "bfloat16", Candidate(G, 16, 4, 8), "last row tile's A box moved up (capped at 64 rows)"),
-    (5, 300, 1040, "float32", Candidate(G, 8, 6, 1, splits=2, swap_ab=True), "swap-AB, weight box moved up"),
+    (70, 300, 1552, "bfloat16", General(128, 4, 8, splits=5), "split-K, 128-wide tile: one split per load chunk"),
+    (300, 520, 1040, "bfloat16", General(16, 4, 8), "last row tile's A box moved up (capped at 64 rows)"),
+    (5, 300, 1040, "float32", SwapAB(8, 6, 1, splits=2), "swap-AB, weight box moved up"),
     (64, 4096, 4096, "bfloat16", None, "dispatcher's pick"),
-    (60, 300, 1040, "bfloat16", Candidate(G, 128, 4, 8), "a warpgroup wholly past M passes the issue-order barrier"),
-    (130, 520, 2064, "float16", Candidate(G, 128, 6, 8), "issue-order barrier: last row tile's second warpgroup idle"),
-    (200, 300, 240, "bfloat16", Candidate("sm90_fp8_gemm_short_k", 128, 2, 1, block_m=128),
+    (60, 300, 1040, "bfloat16", General(128, 4, 8), "a warpgroup wholly past M passes the issue-order barrier"),
+    (130, 520, 2064, "float16", General(128, 6, 8), "issue-order barrier: last row tile's second warpgroup idle"),
+    (200, 300, 240, "bfloat16", ShortK(128, 128),
      "short-K, two K blocks (second partial), TMA store, M/N tails"),
-    (70, 100, 112, "float32", Candidate("sm90_fp8_gemm_short_k", 32, 2, 1, block_m=64),
+    (70, 100, 112, "float32", ShortK(64, 32),
      "short-K, one K block, fine promotion, direct store"),
 ]
 GEMV_CASES = [
-    (3, 17, 4112, "bfloat16", Candidate("sm90_fp8_gemm_gemv", 8, 4, 4, block_m=16),
+    (3, 17, 4112, "bfloat16", Gemv(8, 4, 4),
      "gemv: N tail inside one CTA, K tail past 4 x 4 blocks in flight"),
-    (16, 300, 1040, "float32", Candidate("sm90_fp8_gemm_gemv", 16, 1, 8, block_m=16),
+    (16, 300, 1040, "float32", Gemv(16, 8, 1),
      "gemv: two token tiles, fp32, partial last CTA"),
 ]
 WG3_CASES = [
-    (200, 300, 1040, "bfloat16", Candidate("sm90_fp8_gemm_wg3", 128, 3, 8, block_m=192),
+    (200, 300, 1040, "bfloat16", Wg3(128, 3, 8),
      "wg3: a warpgroup wholly past M, TMA store, N/K tails"),
-    (400, 100, 272, "float16", Candidate("sm90_fp8_gemm_wg3", 64, 4, 1, block_m=192),
+    (400, 100, 272, "float16", Wg3(64, 4, 1),
      "wg3: two row tiles, direct store (N tail), one partial K block"),
 ]
 CASES += GEMV_CASES + WG3_CASES
@@ -85,7 +84,7 @@ GROUPED = [   # (layout, group sizes, max_rows (masked), N, K, out dtype, what i
     ("masked", [1, 0, 3, 8, 0, 2], 8, 300, 2064, "float32", "grouped masked swap-AB, K splits"),
     ("masked", [0, 64, 130, 7], 200, 256, 512, "float32", "grouped masked, 128-row tiles"),
 ]
-# The three-warpgroup kernel's grouped mode (selector.GROUPED_WG3_ROWS forced open): 192-row tiles.
+# The three-warpgroup kernel's grouped mode (asked for, as fp8gemm.moe does): 192-row tiles.
 GROUPED_WG3 = [
     ("contiguous", [0, 1, 129, 192, 200, 7], None, 300, 400, "bfloat16", "grouped wg3, a group's end in every 64-row slab"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 512, "float16", "grouped wg3 masked, a second tile past 192 rows"),
@@ -94,27 +93,18 @@ GROUPED_WG3 = [
 
 def grouped_cases(cases=GROUPED, wg3: bool = False) -> int:
     """The grouped GEMM in both layouts and both orientations, against moe_reference; ``wg3``:
-    on the three-warpgroup kernel's grouped mode."""
+    on the three-warpgroup kernel's grouped mode (fp8gemm.moe's way of asking for it)."""
     import numpy as np
 
-    from fp8gemm import moe_reference, plans
-    from fp8gemm.dispatch import selector
-    bad = 0
-    window = selector.GROUPED_WG3_ROWS
-    if wg3:
-        selector.GROUPED_WG3_ROWS = (0, 1 << 30)
-        plans.PLANS.clear()
-    try:
-        for case in cases:
-            bad += _grouped_case(*case, np=np, moe_reference=moe_reference, hint=wg3)
-    finally:
-        selector.GROUPED_WG3_ROWS = window
-        plans.PLANS.clear()
-    return bad
+    from fp8gemm import moe_reference
+    return sum(_grouped_case(*case, np=np, moe_reference=moe_reference, wg3=wg3) for case in cases)
 
 
-def _grouped_case(layout, sizes, max_rows, n, k, dt, what, np, moe_reference, hint: bool) -> int:
-    """One grouped case; ``hint``: pass the masked layout's rows estimate (the wg3 window needs one)."""
+def _grouped_case(layout, sizes, max_rows, n, k, dt, what, np, moe_reference, wg3: bool) -> int:
+    """One grouped case through the public calls' common path (fp8gemm.grouped.run_grouped), with
+    ``wg3`` the 192-row tiles asked for, else the dispatcher's tile."""
+    from fp8gemm.grouped import run_grouped
+    tile = True if wg3 else None
     g = len(sizes)
     rows = sum(sizes) if layout == "contiguous" else g * max_rows
     act = random_case(rows, 8, k, seed=rows + k)
@@ -122,7 +112,8 @@ def _grouped_case(layout, sizes, max_rows, n, k, dt, what, np, moe_reference, hi
     b, sb = cupy.stack([w.b for w in ws]), cupy.stack([w.b_scale for w in ws])
     if layout == "contiguous":
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-        out = fp8gemm.grouped_matmul_contiguous(act.a, b, act.a_scale, sb, cupy.asarray(offsets), out_dtype=dt)
+        out = run_grouped(act.a, b, act.a_scale, sb, cupy.asarray(offsets), "offsets", False, dt, None, (128, 128),
+                          None, True, tile)
         want = moe_reference.grouped_matmul_contiguous(act.a.get(), act.a_scale.get(), b.get(), sb.get(), offsets)
         got = as_float64(out)
     else:
@@ -130,8 +121,8 @@ def _grouped_case(layout, sizes, max_rows, n, k, dt, what, np, moe_reference, hi
         sa = act.a_scale.reshape(g, max_rows, -1)
         # Rows past the counts are never written: start from zeros (initcheck reads all of out).
         out = cupy.zeros((g, max_rows, n), dtype=dt)
-        fp8gemm.grouped_matmul_masked(a, b, sa, sb, cupy.asarray(sizes, dtype=cupy.int32), out=out,
-                                      expected_rows=sum(sizes) if hint else None)
+        run_grouped(a, b, sa, sb, cupy.asarray(sizes, dtype=cupy.int32), "counts", True, None, out, (128, 128),
+                    None, True, tile)
         want = moe_reference.grouped_matmul_masked(a.get(), sa.get(), b.get(), sb.get(), sizes)
         got = as_float64(out)
         keep = cupy.asarray(np.arange(max_rows)[None, :] < np.asarray(sizes)[:, None])

@@ -34,7 +34,7 @@ struct PipelineState {
 ///   [A stages | B stages | C staging | hold | full barriers | empty barriers | flags | tail]
 /// kHoldBytes: the fused SwiGLU's held sub-tile; kFlagBytes: the split-K last-split flag; the
 /// tail (the grouped modes' tile prefix, sized by the host) starts after the flags. kBytes is
-/// what the launch needs without the tail; dispatch/selector.py's *_smem_bytes compute the same
+/// what the launch needs without the tail; the variants' smem_bytes (dispatch/) compute the same
 /// sums, and tests/test_kernels_compile.py pins each of them to kBytes.
 template <uint32_t kAStageBytes, uint32_t kBStageBytes, uint32_t kNumStages, uint32_t kStagingBytes,
           uint32_t kHoldBytes = 0, uint32_t kFlagBytes = 0>
@@ -90,10 +90,10 @@ __device__ __forceinline__ void init_tma_ring(const TmaDescriptor* tmap_a, const
 
 /// For the producer's whole warp, in a kernel whose scheduler needs nothing the CTA computes
 /// (kEarly): build the scheduler and locate the first unit (blockIdx.x) before the CTA sync, so
-/// that the first TMA issues right after it (bench/NOTES.md session 14: ~1.1 us from kernel entry
+/// that the first TMA issues right after it (bench/NOTES.md: ~1.1 us from kernel entry
 /// before). NOTES: call it for all 32 lanes (a warp-uniform branch): computed by the producer lane
 /// alone, the values left a divergent branch, and ptxas kept the producer loop built on them in
-/// vector registers, moving four operands to uniform registers per TMA (session 15: R2UR 90 / 89
+/// vector registers, moving four operands to uniform registers per TMA (R2UR 90 / 89
 /// against 24 / 7 in the general / wg3 kernel).
 template <bool kEarly, typename Sched, typename Loads, typename MakeSched, typename LocateUnit>
 __device__ __forceinline__ void producer_early_start(bool is_producer, Sched& sched, Loads& first,

@@ -55,7 +55,7 @@ __device__ __forceinline__ uint64_t make_smem_desc_k128b(const void* smem_ptr) {
 /// byte offset) is the only one that moves between stages and K steps, and the start-address field
 /// never carries into bit 14 inside the 228 KB of shared memory, so a step is one 32-bit add.
 /// NOTES: building the descriptor in 64-bit arithmetic per wgmma cost ~40 integer instructions per
-/// K block in the general kernel's loop (bench/NOTES.md v8).
+/// K block in the general kernel's loop (bench/NOTES.md).
 __device__ __forceinline__ uint32_t smem_desc_k128b_lo(const void* smem_ptr) {
     return ((smem_addr(smem_ptr) & 0x3FFFFu) >> 4) | (1u << 16);
 }

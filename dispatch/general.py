@@ -1,0 +1,330 @@
+"""The general kernel's two loop structures: ``General`` (sm90_fp8_gemm_general, tokens on the
+wgmma M side) and ``SwapAB`` (sm90_fp8_gemm_swap_ab, C^T = B A^T: weights on the 128-row side,
+tokens on a narrow wgmma N tile), and the time model that picks their tiling and K splits.
+
+Both are persistent (one CTA per SM over the work units: tiles x K splits), with a TMA producer
+warpgroup, two consumer warpgroups of 64 rows each, and a ring of ``stages`` A / B buffers
+(kernels_cu/general_tiles.cuh, common/pipeline.cuh: RingSmem). Both have a grouped mode (MoE:
+dispatch/grouped.py chooses) and split K (kernels_cu/split_k.cuh).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import compiler, tma
+from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
+from ..hw import MAX_SMEM_PER_BLOCK
+from ..launcher import (NO_SWIGLU, Plan, check_grid, gemm_args, group_args, sm_count, tma_store_ok,
+                        token_tiles)
+from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
+
+BLOCK_M = 128                               # tile rows: two consumer warpgroups of 64
+THREADS = 384                               # producer + two consumer warpgroups
+BLOCK_NS = (8, 16, 32, 64, 128)             # must divide 128: a tile sits in one Bs row
+SWAP_BLOCK_NS = (8, 16, 32, 64)             # token tiles of swap-AB (wgmma N)
+SWAP_FALLBACK_BLOCK_NS = (8, 16, 32)        # the fallback's choices (64 measured slower: NOTES.md)
+SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
+MAX_SPLITS = 16
+MAX_STAGES = 6
+BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
+
+
+def staging_bytes(block_n: int, out_dtype: str) -> int:
+    """Shared memory of the TMA-store epilogue (two warpgroups x 64 rows x block_n outputs); 0
+    where a tile row is not a whole number of 128-byte swizzle chunks (direct stores)."""
+    row_bytes = block_n * OUT_BYTES[out_dtype]
+    return 0 if row_bytes % 128 else 2 * 64 * row_bytes
+
+
+def ring_smem_bytes(block_n: int, stages: int, staging: int) -> int:
+    """RingSmem<128 x 128, block_n x 128, stages, staging>: 1024 bytes of alignment slack, the
+    stages, the staging, the barriers and the flags word."""
+    return 1024 + stages * (BLOCK_M + block_n) * BLOCK_K + staging + BARRIER_BYTES * stages + 16
+
+
+def max_stages(block_n: int, staging: int) -> int:
+    """As many stages as shared memory holds, at most MAX_STAGES (one instantiation serves all K)."""
+    free = MAX_SMEM_PER_BLOCK - 1024 - 16 - staging
+    return max(2, min(free // ((BLOCK_M + block_n) * BLOCK_K + BARRIER_BYTES), MAX_STAGES))
+
+
+def prefix_bytes(num_groups: int) -> int:
+    """The grouped mode's tile prefix (num_groups + 1 words), 16-byte aligned, after the ring."""
+    return -(-4 * (num_groups + 1) // 16) * 16
+
+
+# ---- the time model ---------------------------------------------------------------------------
+# Constants: H200, measured or fitted with lab/sweep_splits.py (bench/NOTES.md).
+HBM_BYTES_PER_US = 4.3e6      # device copy bandwidth, bytes read + written
+SM_BYTES_PER_US = 95e3        # one SM's TMA stream when few SMs share HBM (fitted)
+SM_FLOPS_PER_US = 11.26e6     # FP8 dense peak / 132 SMs
+SPLIT_FIXED_US = 1.0          # publish partial, barrier + acq_rel atomic, final re-read (fitted)
+SPLIT_EACH_US = 0.05          # each further split the last CTA reads (fitted with 16 in flight)
+
+
+def split_count(tiles: int, k_blocks: int, num_sms: int) -> int:
+    """The most K splits worth trying: split only when the tiles cannot fill half the SMs; each
+    split keeps >= 2 K blocks, and the units (tiles x splits) fill at most one wave."""
+    if 2 * tiles > num_sms or k_blocks < 4:
+        return 1
+    return max(1, min(k_blocks // 2, num_sms // tiles, MAX_SPLITS))
+
+
+def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
+    """Estimated microseconds (less the fixed launch cost) of a rows x cols tile space (rows = M,
+    or N under swap-AB) cut into 128 x block_n tiles and `splits` K ranges: the slowest of HBM
+    (unique bytes), one SM's operand stream (re-reads of a shared operand hit L2 but still pass
+    through the SM) and one SM's tensor cores, plus the split-K overheads (fixed, per split, and
+    the partial tiles written and re-read)."""
+    k_blocks = cdiv(k, BLOCK_K)
+    units = cdiv(rows, BLOCK_M) * cdiv(cols, block_n) * splits
+    waves = cdiv(units, num_sms)
+    kb_per_unit = cdiv(k_blocks, splits)
+    unit_bytes = kb_per_unit * (BLOCK_M + block_n) * BLOCK_K
+    unit_flops = kb_per_unit * 2.0 * BLOCK_M * block_n * BLOCK_K
+    unique = (rows + cols) * k + 2 * rows * cols
+    t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / SM_BYTES_PER_US,
+            waves * unit_flops / SM_FLOPS_PER_US)
+    if splits > 1:
+        partial = min(rows, BLOCK_M) * min(block_n, cols) * 4
+        t += SPLIT_FIXED_US + SPLIT_EACH_US * (splits - 1)
+        t += (waves * partial + 2 * splits * partial) / SM_BYTES_PER_US
+    return t
+
+
+def best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int):
+    """(cost, block_n, tiles, splits) of least cost over block_n and split counts (ties: the
+    first tried)."""
+    k_blocks = cdiv(k, BLOCK_K)
+    best = None
+    for block_n in block_ns:
+        tiles = cdiv(rows, BLOCK_M) * cdiv(cols, block_n)
+        for splits in range(1, split_count(tiles, k_blocks, num_sms) + 1):
+            cost = cost_us(rows, cols, k, block_n, splits, num_sms)
+            if best is None or cost < best[0] * 0.999:
+                best = (cost, block_n, tiles, splits)
+    return best
+
+
+def plain_group_m(desc: GemmDesc) -> int:
+    """Raster group (tile rows per sweep of the tile columns). NOTES: from the trace-wide tuner
+    run (bench/NOTES.md): group 1 won 41 of 60 plain shapes with M >= 1024 (by 1-6%), except at
+    N = 8192 with K >= 1024, where 8-16 won; group 8 won every plain shape with M < 1024. Swap-AB
+    takes group 1: it won 78 of 108 swap-AB shapes (by up to 27% at M = 16-32, K = 4096)."""
+    return 1 if desc.m >= 1024 and (desc.n <= 4096 or desc.k <= 256) else 8
+
+
+def _splits(splits: int, k: int) -> int:
+    return max(1, min(splits, cdiv(k, BLOCK_K)))
+
+
+@dataclass(frozen=True)
+class General(Candidate):
+    """sm90_fp8_gemm_general: 128 x block_n tiles of C, ``stages`` ring buffers, tile rows
+    rastered in groups of ``group_m``, K cut into ``splits`` ranges reduced in the kernel
+    (deterministic: the last split of a tile sums them in order)."""
+
+    variant = "sm90_fp8_gemm_general"
+    block_n: int = 128
+    stages: int = 6
+    group_m: int = 8
+    splits: int = 1
+
+    block_m = BLOCK_M
+
+    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
+        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype))
+
+    def is_valid(self, desc: GemmDesc) -> bool:
+        return (self.block_n in BLOCK_NS and self.stages >= 2 and self.group_m >= 1
+                and 1 <= self.splits <= MAX_SPLITS and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
+                and desc.shape_ok())
+
+    def label(self) -> str:
+        return f"general 128x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
+
+    def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
+                      swiglu: bool = False) -> tuple:
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU]>
+        (kSwiGLU named only when set)."""
+        return ((self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine],
+                 FLAG[tma_store], FLAG[grouped]) + (("true",) if swiglu else ()))
+
+    def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
+        """FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8
+        accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
+        stores through TMA (kTmaStore) where tma_store_ok allows."""
+        store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
+        smem = self.smem_bytes(p.out_dtype)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", store, False), smem)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
+        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store, cdiv(p.m, BLOCK_M) * cdiv(p.n, self.block_n),
+                                self.block_n, _splits(self.splits, p.k), None)
+
+    def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
+        return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
+
+    def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
+        """The grouped mode (kGrouped): A and C are all groups' rows, B the groups' weights
+        stacked as [G * N, K]. The kernel reads the offsets or counts on the device, so the plan
+        holds only bounds: a grid of at most one CTA per SM over the most tiles the groups can
+        have, and a split-K workspace for that many. NOTES: compiled for the most shared memory
+        a CTA may have: the tile prefix grows with G, and one instantiation serves every G."""
+        p = gp.gemm
+        store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
+        fine = p.out_dtype == "float32" and precise_fp32
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, store, True),
+                                   MAX_SMEM_PER_BLOCK)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
+        tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
+        return _persistent_plan(p, kern, self.grouped_smem_bytes(p.out_dtype, gp.num_groups), ldc, tmap_a, tmap_b,
+                                store, tiles, self.block_n, _splits(self.splits, p.k), gp)
+
+    @classmethod
+    def fallback_block_ns(cls, desc: GemmDesc) -> tuple:
+        return (16,) if desc.n <= 16 else (128, 64, 32, 16)
+
+    @classmethod
+    def estimate_us(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> float:
+        """The time model's estimate for the fallback's tiling."""
+        rows, cols = cls.tile_space(desc)
+        return best_tiling(rows, cols, desc.k, cls.fallback_block_ns(desc), num_sms)[0]
+
+    @classmethod
+    def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> General:
+        """The tiling (block_n, splits) of least estimated time (cost_us); as many stages as
+        shared memory holds; the raster group of plain_group_m."""
+        _, block_n, tiles, splits = best_tiling(desc.m, desc.n, desc.k, cls.fallback_block_ns(desc), num_sms)
+        stages = cls.most_stages(block_n, desc.out_dtype)
+        return cls(block_n, stages, plain_group_m(desc), splits,
+                   reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
+                          f"{cdiv(desc.k, BLOCK_K)} K blocks on {num_sms} SMs, stages={stages}")
+
+    @classmethod
+    def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
+        """Both loop structures together (swap-AB up to 2 x SWAP_MAX_M tokens), ranked by one time
+        model: every (orientation, block_n, splits) tiling at the most stages, and for the two best
+        tilings also 4 stages and raster groups 16 and 1."""
+        k_blocks = cdiv(desc.k, BLOCK_K)
+        tilings = []   # (model us, class, block_n, splits)
+        for kind in ((cls, SwapAB) if desc.m <= 2 * SWAP_MAX_M else (cls,)):
+            rows, cols = kind.tile_space(desc)
+            for block_n in kind.block_ns:
+                if block_n > max(16, 2 * cols) and block_n != 128:
+                    continue                     # tiles far wider than the matrix: pure padding
+                tiles = cdiv(rows, BLOCK_M) * cdiv(cols, block_n)
+                max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
+                for splits in (1, 2, 3, 4, 6, 8, 12, 16):
+                    if splits <= max_splits:
+                        tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms), kind, block_n, splits))
+        tilings.sort(key=lambda t: t[0])
+        out = []
+        for i, (_, kind, block_n, splits) in enumerate(tilings):
+            stages = kind.most_stages(block_n, desc.out_dtype)
+            out.append(kind(block_n, stages, 8, splits))
+            if i < 2:
+                if stages > 4:
+                    out.append(kind(block_n, 4, 8, splits))
+                if cdiv(kind.tile_space(desc)[0], BLOCK_M) > 8:
+                    out += [kind(block_n, stages, 16, splits), kind(block_n, stages, 1, splits)]
+        return out
+
+    block_ns = BLOCK_NS
+
+    @staticmethod
+    def tile_space(desc: GemmDesc) -> tuple:
+        return desc.m, desc.n
+
+    @staticmethod
+    def most_stages(block_n: int, out_dtype: str) -> int:
+        return max_stages(block_n, staging_bytes(block_n, out_dtype))
+
+
+@dataclass(frozen=True)
+class SwapAB(General):
+    """sm90_fp8_gemm_swap_ab (decode): C^T = B A^T, 128 weight rows x ``block_n`` tokens a tile,
+    per-column scales, transposed direct stores; otherwise General's knobs."""
+
+    variant = "sm90_fp8_gemm_swap_ab"
+    block_n: int = 16             # defaults only differ from General's (the fields keep their order)
+    group_m: int = 1
+
+    block_ns = SWAP_BLOCK_NS
+
+    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
+        return ring_smem_bytes(self.block_n, self.stages, 0)
+
+    def is_valid(self, desc: GemmDesc) -> bool:
+        return self.block_n in SWAP_BLOCK_NS and super().is_valid(desc)
+
+    def label(self) -> str:
+        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
+
+    def template_args(self, out_dtype: str, fine: bool, grouped: bool) -> tuple:
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped>"""
+        return self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped]
+
+    def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
+        """Tile space C^T (N x M): the wgmma A operand is B."""
+        smem = self.smem_bytes(p.out_dtype)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", False), smem)
+        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
+        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, False, cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n),
+                                self.block_n, _splits(self.splits, p.k), None)
+
+    def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
+        """Each group's weight rows on the 128-row side of a tile, its tokens on block_n columns."""
+        p = gp.gemm
+        fine = p.out_dtype == "float32" and precise_fp32
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, True),
+                                   MAX_SMEM_PER_BLOCK)
+        tmap_a = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
+        tiles = token_tiles(p.m, self.block_n, gp) * cdiv(p.n, BLOCK_M)
+        return _persistent_plan(p, kern, self.grouped_smem_bytes(p.out_dtype, gp.num_groups), ldc, tmap_a, tmap_b,
+                                False, tiles, self.block_n, _splits(self.splits, p.k), gp)
+
+    @classmethod
+    def fallback_block_ns(cls, desc: GemmDesc) -> tuple:
+        return SWAP_FALLBACK_BLOCK_NS
+
+    @classmethod
+    def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> SwapAB:
+        """The token tile and splits of least estimated time over SWAP_FALLBACK_BLOCK_NS; the most
+        stages; raster group 1."""
+        _, block_n, tiles, splits = best_tiling(desc.n, desc.m, desc.k, SWAP_FALLBACK_BLOCK_NS, num_sms)
+        return cls(block_n, cls.most_stages(block_n, desc.out_dtype), 1, splits,
+                   reason=f"fallback: swap-AB (M={desc.m} <= {SWAP_MAX_M}), token tile {block_n}, "
+                          f"splits={splits} for {tiles} tiles x {cdiv(desc.k, BLOCK_K)} K blocks on "
+                          f"{num_sms} SMs")
+
+    @classmethod
+    def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
+        return []          # searched with General's (one time model ranks both)
+
+    @staticmethod
+    def tile_space(desc: GemmDesc) -> tuple:
+        return desc.n, desc.m
+
+    @staticmethod
+    def most_stages(block_n: int, out_dtype: str) -> int:
+        return max_stages(block_n, 0)
+
+
+def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
+                     splits: int, gp) -> Plan:
+    """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
+    a split-K workspace of a 128 x block_n partial tile per unit, and the argument list
+    gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused)."""
+    units = tiles * splits
+    if gp is None:
+        check_grid(units, f"M = {p.m}, N = {p.n}")
+    return Plan(p, kern, min(units, sm_count(p.device)), THREADS, smem, ldc,
+                gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
+                + group_args(gp) + NO_SWIGLU,
+                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * BLOCK_M * block_n)

@@ -1,0 +1,130 @@
+"""The grouped GEMMs' tile choice (MoE: fp8gemm.grouped, fp8gemm.moe) and the fused SwiGLU L1.
+
+The grouped mode is a mode of three variants: ``General`` (128-row token tiles), ``SwapAB`` (decode:
+weight rows on the 128-row side, tokens on an 8/16/32-wide tile) and ``Wg3`` (192-row tiles). The
+counts stay on the GPU, so the choice works from an estimate of the rows per group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import compiler, tma
+from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
+from ..launcher import Plan, gemm_args, sm_count, token_tiles
+from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, SWAP_BLOCK_NS, THREADS, General, SwapAB, prefix_bytes,
+                      ring_smem_bytes, split_count)
+from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, cdiv
+from .wg3 import Wg3
+
+SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
+# 192-row tiles of the three-warpgroup kernel where the rows-per-group estimate lies in (lo, hi]
+# (the estimate is twice the mean, fp8gemm.grouped.rows_estimate: a mean of 120-165 rows). NOTES
+# (lab/exp_moe_prefill.py --wg3): 1.07-1.34x at 129-192 rows per expert, 0.61-0.88x at 128 and
+# 256; Pro L1 at 8192 tokens (mean 128) 1.08x, Flash (mean 192) 0.88x. None: off.
+WG3_ROWS = (240.0, 330.0)
+# fp8gemm.moe: where the rows estimate lies in (lo, hi] (a mean of 100-225 rows per expert), both
+# grouped kernels are launched for each GEMM and the routing kernel picks one from the real counts
+# (moe_glue.cu, choice_costs); the other sees every group empty. NOTES: the window alone cannot
+# tell uniform routing (Pro at 8192 tokens 1.08x on 192-row tiles) from skewed routing with the
+# same mean (0.91x).
+MOE_CHOICE_ROWS = (200.0, 450.0)
+
+
+def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
+              active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS, precise_fp32: bool = True,
+              wg3: bool | None = None) -> Candidate:
+    """The tile of a grouped GEMM over ``num_groups`` weight matrices [N, K].
+
+    ``rows_per_group``: about how many rows a non-empty group holds (None: unknown, many). Up to
+    SWAP_MAX_ROWS (decode): swap-AB, so no MMA row is wasted and the weights stream once; then K
+    splits when the tiles of ``active_groups`` would leave over half the SMs idle (the plain
+    kernel's rule). In WG3_ROWS: the three-warpgroup kernel's 192-row tiles (bf16 / fp16 out,
+    or fp32 when not ``precise_fp32``: it promotes per 128-wide K block only). Otherwise 128-row
+    token tiles and block_n 128 (the smallest tile holding N below that). ``wg3`` True / False:
+    the 192-row tiles (where the output allows them) / never, whatever the estimate (fp8gemm.moe's
+    device-side choice). Stages: as many as shared memory holds beside the tile prefix."""
+    if not 1 <= num_groups <= MAX_GROUPS:
+        raise ValueError(f"grouped GEMM takes 1..{MAX_GROUPS} groups; got {num_groups}")
+    window = WG3_ROWS
+    in_window = window is not None and rows_per_group is not None and window[0] < rows_per_group <= window[1]
+    if (out_dtype != "float32" or not precise_fp32) and (in_window if wg3 is None else wg3):
+        for stages in range(MAX_STAGES, 1, -1):
+            c = Wg3(128, stages, 8, reason=f"grouped: 192-row tiles (about {rows_per_group or 0:.3g} rows per "
+                                           f"group), stages={stages}")
+            if c.grouped_smem_bytes(out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
+                return c
+    if rows_per_group is not None and rows_per_group <= SWAP_MAX_ROWS:
+        block_n = next(b for b in SWAP_BLOCK_NS if b >= rows_per_group)
+        active = max(1, min(num_groups, active_groups or num_groups))
+        tiles = active * cdiv(n, BLOCK_M)
+        # NOTES: the plain kernel's rule (SMs half idle). Splitting 6 experts x 32 tiles in two
+        # to even out 1.5 waves measured slower (flash L1 / L2 at one token: 34.8 / 23.1 us
+        # against 31.3 / 17.9 unsplit; bench/NOTES.md).
+        splits = split_count(tiles, cdiv(k, BLOCK_K), num_sms)
+        c = SwapAB(block_n, MAX_STAGES, 1, splits,
+                   reason=f"grouped: swap-AB, token tile {block_n} (about {rows_per_group:.3g} rows per group), "
+                          f"splits={splits} for about {tiles} tiles")
+    else:
+        block_n = next((b for b in BLOCK_NS if b >= n), BLOCK_NS[-1])
+        c = General(block_n, MAX_STAGES, 8, 1, reason=f"grouped: block_n={block_n}")
+    for stages in range(MAX_STAGES, 1, -1):
+        if replace(c, stages=stages).grouped_smem_bytes(out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
+            return replace(c, stages=stages, reason=f"{c.reason}, stages={stages} beside a {num_groups}-group "
+                                                    f"tile prefix")
+    raise AssertionError("unreachable: two stages and 8192 groups fit")
+
+
+# The fused SwiGLU L1 of fp8gemm.moe (general kernel template kSwiGLU): 128 token rows x (64 gate +
+# 64 up) weight rows per stage, two sub-tiles per work unit, sub-tile 0's act values and row amax
+# held in shared memory (34 floats per consumer thread: kernels_cu/swiglu_epilogue.cuh).
+SWIGLU_ACT_COLS = 64                    # act columns per sub-tile: the B boxes' rows
+SWIGLU_HOLD_BYTES = 2 * 128 * 34 * 4
+
+
+@dataclass(frozen=True)
+class SwiGLU(Candidate):
+    """fp8gemm.moe's fused L1: the general kernel's contiguous grouped mode on 128 x 128 tiles whose
+    epilogue writes act = SwiGLU(h) in FP8 and its per-128 scales instead of h."""
+
+    variant = General.variant
+    stages: int = MAX_STAGES
+
+    def smem_bytes(self, out_dtype: str = "float32", num_groups: int = 1) -> int:
+        return ring_smem_bytes(128, self.stages, SWIGLU_HOLD_BYTES) + prefix_bytes(num_groups)
+
+    def template_args(self) -> tuple:
+        """The general kernel's <128, stages, fp32, 8, no fine promotion, no TMA store, grouped,
+        kSwiGLU>."""
+        return General(128, self.stages, 8, 1).template_args("float32", False, False, True, swiglu=True)
+
+    def label(self) -> str:
+        return f"swiglu 128x128 s{self.stages}"
+
+    @classmethod
+    def fallback(cls, num_groups: int) -> SwiGLU:
+        """As many stages as fit beside the act hold and the tile prefix."""
+        for stages in range(MAX_STAGES, 1, -1):
+            if cls(stages).smem_bytes("float32", num_groups) <= MAX_SMEM_PER_BLOCK:
+                return cls(stages, reason=f"fused SwiGLU L1: 128 x (64 gate + 64 up), stages={stages} beside "
+                                          f"the act hold and a {num_groups}-group tile prefix")
+        raise AssertionError("unreachable: two stages and 8192 groups fit")
+
+    def plan_swiglu(self, gp, act_scale_ptr: int, limit: float) -> Plan:
+        """The contiguous grouped GEMM of ``gp`` (A = the pairs' rows [P, H], B = w1 [G, 2I, H],
+        gate rows then up rows) whose epilogue writes act [P, I] FP8 (``run``'s output pointer,
+        row pitch I bytes) and its scales [P, I / 128] at ``act_scale_ptr``. Tiles: 128 rows x
+        128 act columns, each run as two sub-tiles of 64 gate + 64 up weight rows (B boxes of 64
+        rows)."""
+        p = gp.gemm
+        inter = p.n // 2
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(), MAX_SMEM_PER_BLOCK)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, SWIGLU_ACT_COLS)
+        act = replace(p, n=inter)                 # the kernel's N: act columns
+        tiles = token_tiles(p.m, BLOCK_M, gp) * (inter // 128)
+        return Plan(act, kern, min(tiles, sm_count(p.device)), THREADS, MAX_SMEM_PER_BLOCK, inter,
+                    gemm_args(tmap_a, tmap_b, act, inter) + (
+                        ("u32", p.k), ("u32", 1), ("u64", 0), ("u64", 0),
+                        ("u64", gp.groups_ptr), ("u32", gp.num_groups), ("u32", 0), ("i64", gp.sb_stride_g),
+                        ("u64", act_scale_ptr), ("f32", limit)),
+                    num_tiles=tiles)
