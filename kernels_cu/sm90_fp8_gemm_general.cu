@@ -200,7 +200,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
-                        if (math_wg == 0) named_barrier_sync(kOrderBarrier, kNumConsumerThreads);
+                        if (math_wg == 0) named_barrier_sync_unaligned(kOrderBarrier, kNumConsumerThreads);
                         wgmma_fence_operands(acc);
                         wgmma_fence();
 #pragma unroll
@@ -209,7 +209,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                             Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);
                         }
                         wgmma_commit_group();
-                        if (math_wg == 1) named_barrier_sync(kOrderBarrier, kNumConsumerThreads);
+                        if (math_wg == 1) named_barrier_sync_unaligned(kOrderBarrier, kNumConsumerThreads);
                         return stage;
                     };
                     const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {

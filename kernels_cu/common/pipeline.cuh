@@ -117,7 +117,7 @@ __device__ __forceinline__ void pass_stages(uint32_t kb_begin, uint32_t kb_end, 
         mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
         __syncwarp();
         if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
-        if constexpr (kOrdered) named_barrier_sync(order_barrier, order_threads);
+        if constexpr (kOrdered) named_barrier_sync_unaligned(order_barrier, order_threads);
     }
 }
 

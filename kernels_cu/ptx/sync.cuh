@@ -32,6 +32,14 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) 
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+/// barrier.sync id, count without .aligned: for a barrier whose warps reach it from different
+/// instructions (bar.sync is barrier.sync.aligned, which PTX defines only when every
+/// participating thread executes the same instruction; compute-sanitizer synccheck reports the
+/// other case as divergent threads).
+__device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t count) {
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 /// st.global.cg.v4.f32: a 16-byte store that bypasses L1.
 __device__ __forceinline__ void st_cg_f32x4(float* ptr, const float (&v)[4]) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
