@@ -294,6 +294,12 @@ def _warm_grouped(job):
     torch.cuda.synchronize()
 
 
+def _warm_ours(job):
+    from .tune import warm_job
+
+    warm_job(job)
+
+
 # kind -> builder for bench/warm.py's workers
 WARM_BUILDERS = {"deepgemm_gemm": _warm_gemm, "deepgemm_contiguous": _warm_grouped,
-                 "deepgemm_masked": _warm_grouped}
+                 "deepgemm_masked": _warm_grouped, "fp8gemm_candidate": _warm_ours}

@@ -5,10 +5,13 @@
     fp8gemm-tune --budget-minutes 10                # stop starting shapes after 10 minutes
     fp8gemm-tune --state tune-state.json            # resumable: finished shapes are not redone
     fp8gemm-tune --k 256 --update                   # retune some shapes, keep the table's others
+    fp8gemm-tune --warm-workers 0                   # compile each candidate on its first call
 
 Per shape: the candidates are the shape-based fallback's own choice plus a neighbourhood of it
 (orientation, block_n, K splits, stages, raster group), ranked by the fallback's time model and
-cut to --max-candidates. All are timed in one profiler session (L2 cold, CUPTI device time, median
+cut to --max-candidates. Before timing, every candidate of every shape is compiled once in
+--warm-workers processes (CuPy's disk cache then serves the timing process; one NVRTC compile
+takes seconds, and a tuning run meets a hundred or more kernels). All are timed in one profiler session (L2 cold, CUPTI device time, median
 of --iters; see timing.py); the fastest is run once more and checked against the float64
 reference, and only a correct winner enters the table. Each entry records the winner's time and
 the fallback's time in the same run, so the table shows what tuning bought.
@@ -45,6 +48,47 @@ def candidates(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, limit: int = 16) 
                 seen.add(c.key())
                 out.append(c)
     return out
+
+
+def warm_jobs(shapes, out_dtype: str, num_sms: int = DEFAULT_NUM_SMS, limit: int = 16, done=()) -> list:
+    """bench/warm.py jobs that compile every candidate of the shapes not in ``done``: one per
+    distinct (candidate, N) (the kernel a candidate compiles to depends on the output type and,
+    through the TMA-store rule, on N), those of one candidate next to each other."""
+    jobs, seen = [], set()
+    for m, n, k in shapes:
+        if shape_key(m, n, k, out_dtype) in done:
+            continue
+        for c in candidates(GemmDesc(m, n, k, out_dtype), num_sms, limit):
+            if (c.key(), n) not in seen:
+                seen.add((c.key(), n))
+                jobs.append({"kind": "fp8gemm_candidate", "m": m, "n": n, "k": k, "out_dtype": out_dtype,
+                             "config": {"variant": c.variant, **c.knobs()}})
+    jobs.sort(key=lambda j: json.dumps(j["config"], sort_keys=True))
+    return jobs
+
+
+def warm_job(job) -> None:
+    """A warm-up worker's job: one call of the candidate on zero operands (compiles it into CuPy's
+    disk cache)."""
+    import torch
+
+    import fp8gemm
+
+    from .peers import Inputs
+
+    x = Inputs.zeros(job["m"], job["n"], job["k"])
+    fp8gemm.matmul(x.a, x.b, x.sa, x.sb, out_dtype=job["out_dtype"], config=sel.from_entry(job["config"]))
+    torch.cuda.synchronize()
+
+
+def warm_skips(report: dict) -> set:
+    """(candidate key, N) of the warm-up jobs that crashed their worker: the timing process must
+    not run them."""
+    skip = set()
+    for key in report["crashed"]:
+        job = json.loads(key)
+        skip.add((sel.from_entry(job["config"]).key(), job["n"]))
+    return skip
 
 
 # ---- the tuning loop (CPU logic; the GPU enters through time_fn and check_fn) -----------------
@@ -84,8 +128,9 @@ def save_json(path: Path, obj) -> None:
 
 def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: float | None = None,
          limit: int = 16, num_sms: int = DEFAULT_NUM_SMS, save=None, clock=time.monotonic,
-         progress=None) -> dict:
-    """Tune every shape not yet in ``state["results"]``.
+         progress=None, skip=frozenset()) -> dict:
+    """Tune every shape not yet in ``state["results"]``, leaving out the candidates in ``skip``
+    ((candidate key, N) pairs: warm_skips).
 
     time_fn(desc, [Candidate]) -> {candidate key: us}; check_fn(desc, Candidate) -> relative error.
     A shape whose fastest candidate fails the check gets the next fastest that passes; a shape
@@ -101,8 +146,10 @@ def tune(shapes, out_dtype: str, time_fn, check_fn, state: dict, *, budget_s: fl
             progress(i, len(todo), (m, n, k))
         desc = GemmDesc(m, n, k, out_dtype)
         cands = candidates(desc, num_sms, limit)
-        times = time_fn(desc, cands)
-        fallback_us = times.get(cands[0].key())
+        fallback = cands[0]
+        cands = [c for c in cands if (c.key(), n) not in skip]
+        times = time_fn(desc, cands) if cands else {}
+        fallback_us = times.get(fallback.key())
         ranked = sorted((c for c in cands if c.key() in times), key=lambda c: times[c.key()])
         result = {"m": m, "n": n, "k": k, "out_dtype": out_dtype, "fallback_us": fallback_us,
                   "tried": len(cands),
@@ -200,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=10, help="timed calls per candidate (median)")
     p.add_argument("--gpu", default="h200", help="table name (dispatch/<gpu>.json)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warm-workers", type=int, default=None,
+                   help="processes that compile the candidates before timing (default: CPU count - 2, at most "
+                        "12; 0: none, each compiles on its first call)")
     return p
 
 
@@ -220,6 +270,8 @@ def _progress_bar(i, total, shape, t0=[None]):   # noqa: B006 (start time kept a
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.warm_workers is not None and args.warm_workers < 0:
+        raise SystemExit("fp8gemm-tune: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve(args)
     state_path = args.state or args.out.with_name(args.out.stem + ".state.json")
     state = load_state(state_path, args.gpu)
@@ -229,8 +281,20 @@ def main(argv=None) -> int:
     dev = cupy.cuda.Device()
     num_sms = dev.attributes["MultiProcessorCount"]
     budget = None if args.budget_minutes is None else 60.0 * args.budget_minutes
+    skip = set()
+    if args.warm_workers != 0:
+        from .warm import default_workers, warm
+
+        jobs = warm_jobs(shapes, args.out_dtype, num_sms, args.max_candidates, state["results"])
+        report = warm(jobs, args.warm_workers or default_workers())
+        skip = warm_skips(report)
+        print(f"fp8gemm-tune: compiled {report['jobs']} candidates in {report['workers']} processes, "
+              f"{report['seconds']:.0f} s; {len(skip)} crashed (left out), {len(report['raised'])} raised",
+              file=sys.stderr)
+        for key, why in list(report["crashed"].items()) + list(report["raised"].items()):
+            print(f"  {json.loads(key)['config']} at N = {json.loads(key)['n']}: {why}", file=sys.stderr)
     tune(shapes, args.out_dtype, time_fn, check_fn, state, budget_s=budget, limit=args.max_candidates,
-         num_sms=num_sms, save=lambda s: save_json(state_path, s), progress=_progress_bar)
+         num_sms=num_sms, save=lambda s: save_json(state_path, s), progress=_progress_bar, skip=skip)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu_name": cupy.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(),
             "iters": args.iters, "max_candidates": args.max_candidates, "num_sms": num_sms,

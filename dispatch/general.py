@@ -19,33 +19,42 @@ from ..launcher import (NO_SWIGLU, Plan, check_grid, gemm_args, group_args, sm_c
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
 BLOCK_M = 128                               # tile rows: two consumer warpgroups of 64
-THREADS = 384                               # producer + two consumer warpgroups
+BLOCK_MS = (64, 128)                        # General: one or two consumer warpgroups
 BLOCK_NS = (8, 16, 32, 64, 128)             # must divide 128: a tile sits in one Bs row
 SWAP_BLOCK_NS = (8, 16, 32, 64)             # token tiles of swap-AB (wgmma N)
 SWAP_FALLBACK_BLOCK_NS = (8, 16, 32)        # the fallback's choices (64 measured slower: NOTES.md)
 SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
+TILE64_MAX_M = 512                          # the tuner tries 64-row tiles up to this many tokens
 MAX_SPLITS = 16
-MAX_STAGES = 6
+MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
+MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
 
 
-def staging_bytes(block_n: int, out_dtype: str) -> int:
-    """Shared memory of the TMA-store epilogue (two warpgroups x 64 rows x block_n outputs); 0
-    where a tile row is not a whole number of 128-byte swizzle chunks (direct stores)."""
+def threads(block_m: int) -> int:
+    """The producer warpgroup and one consumer warpgroup per 64 tile rows."""
+    return 128 * (1 + block_m // 64)
+
+
+def staging_bytes(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
+    """Shared memory of the TMA-store epilogue (each consumer warpgroup's 64 rows x block_n
+    outputs); 0 where a tile row is not a whole number of 128-byte swizzle chunks (direct
+    stores)."""
     row_bytes = block_n * OUT_BYTES[out_dtype]
-    return 0 if row_bytes % 128 else 2 * 64 * row_bytes
+    return 0 if row_bytes % 128 else block_m * row_bytes
 
 
-def ring_smem_bytes(block_n: int, stages: int, staging: int) -> int:
-    """RingSmem<128 x 128, block_n x 128, stages, staging>: 1024 bytes of alignment slack, the
-    stages, the staging, the barriers and the flags word."""
-    return 1024 + stages * (BLOCK_M + block_n) * BLOCK_K + staging + BARRIER_BYTES * stages + 16
+def ring_smem_bytes(block_n: int, stages: int, staging: int, block_m: int = BLOCK_M) -> int:
+    """RingSmem<block_m x 128, block_n x 128, stages, staging>: 1024 bytes of alignment slack,
+    the stages, the staging, the barriers and the flags word."""
+    return 1024 + stages * (block_m + block_n) * BLOCK_K + staging + BARRIER_BYTES * stages + 16
 
 
-def max_stages(block_n: int, staging: int) -> int:
-    """As many stages as shared memory holds, at most MAX_STAGES (one instantiation serves all K)."""
+def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
+    """As many stages as shared memory holds, at most MAX_STAGES (MAX_STAGES_64 for 64-row tiles)."""
     free = MAX_SMEM_PER_BLOCK - 1024 - 16 - staging
-    return max(2, min(free // ((BLOCK_M + block_n) * BLOCK_K + BARRIER_BYTES), MAX_STAGES))
+    cap = MAX_STAGES if block_m == BLOCK_M else MAX_STAGES_64
+    return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
 
 
 def prefix_bytes(num_groups: int) -> int:
@@ -70,23 +79,23 @@ def split_count(tiles: int, k_blocks: int, num_sms: int) -> int:
     return max(1, min(k_blocks // 2, num_sms // tiles, MAX_SPLITS))
 
 
-def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: int) -> float:
+def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: int, block_m: int = BLOCK_M) -> float:
     """Estimated microseconds (less the fixed launch cost) of a rows x cols tile space (rows = M,
-    or N under swap-AB) cut into 128 x block_n tiles and `splits` K ranges: the slowest of HBM
+    or N under swap-AB) cut into block_m x block_n tiles and `splits` K ranges: the slowest of HBM
     (unique bytes), one SM's operand stream (re-reads of a shared operand hit L2 but still pass
     through the SM) and one SM's tensor cores, plus the split-K overheads (fixed, per split, and
     the partial tiles written and re-read)."""
     k_blocks = cdiv(k, BLOCK_K)
-    units = cdiv(rows, BLOCK_M) * cdiv(cols, block_n) * splits
+    units = cdiv(rows, block_m) * cdiv(cols, block_n) * splits
     waves = cdiv(units, num_sms)
     kb_per_unit = cdiv(k_blocks, splits)
-    unit_bytes = kb_per_unit * (BLOCK_M + block_n) * BLOCK_K
-    unit_flops = kb_per_unit * 2.0 * BLOCK_M * block_n * BLOCK_K
+    unit_bytes = kb_per_unit * (block_m + block_n) * BLOCK_K
+    unit_flops = kb_per_unit * 2.0 * block_m * block_n * BLOCK_K
     unique = (rows + cols) * k + 2 * rows * cols
     t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / SM_BYTES_PER_US,
             waves * unit_flops / SM_FLOPS_PER_US)
     if splits > 1:
-        partial = min(rows, BLOCK_M) * min(block_n, cols) * 4
+        partial = min(rows, block_m) * min(block_n, cols) * 4
         t += SPLIT_FIXED_US + SPLIT_EACH_US * (splits - 1)
         t += (waves * partial + 2 * splits * partial) / SM_BYTES_PER_US
     return t
@@ -120,35 +129,39 @@ def _splits(splits: int, k: int) -> int:
 
 @dataclass(frozen=True)
 class General(Candidate):
-    """sm90_fp8_gemm_general: 128 x block_n tiles of C, ``stages`` ring buffers, tile rows
-    rastered in groups of ``group_m``, K cut into ``splits`` ranges reduced in the kernel
-    (deterministic: the last split of a tile sums them in order)."""
+    """sm90_fp8_gemm_general: block_m x block_n tiles of C (block_m 128: two consumer
+    warpgroups; 64: one, for few tokens), ``stages`` ring buffers, tile rows rastered in groups of
+    ``group_m``, K cut into ``splits`` ranges reduced in the kernel (deterministic: the last split
+    of a tile sums them in order)."""
 
     variant = "sm90_fp8_gemm_general"
     block_n: int = 128
     stages: int = 6
     group_m: int = 8
     splits: int = 1
-
-    block_m = BLOCK_M
+    block_m: int = BLOCK_M
 
     def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype))
+        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
+                               self.block_m)
 
     def is_valid(self, desc: GemmDesc) -> bool:
-        return (self.block_n in BLOCK_NS and self.stages >= 2 and self.group_m >= 1
+        return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
                 and 1 <= self.splits <= MAX_SPLITS and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
                 and desc.shape_ok())
 
     def label(self) -> str:
-        return f"general 128x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
+        return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
                       swiglu: bool = False) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU]>
-        (kSwiGLU named only when set)."""
-        return ((self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine],
-                 FLAG[tma_store], FLAG[grouped]) + (("true",) if swiglu else ()))
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU
+        [, kConsumers]]> (the defaulted ones named only when they differ: 64-row tiles name all)."""
+        head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[tma_store],
+                FLAG[grouped])
+        if self.block_m != BLOCK_M:
+            return head + (FLAG[swiglu], self.block_m // 64)
+        return head + (("true",) if swiglu else ())
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         """FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8
@@ -158,10 +171,11 @@ class General(Candidate):
         smem = self.smem_bytes(p.out_dtype)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False), smem)
-        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
-        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store, cdiv(p.m, BLOCK_M) * cdiv(p.n, self.block_n),
-                                self.block_n, _splits(self.splits, p.k), None)
+        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,
+                                cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n), self.block_n,
+                                _splits(self.splits, p.k), None, self.block_m)
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
         return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
@@ -172,6 +186,8 @@ class General(Candidate):
         holds only bounds: a grid of at most one CTA per SM over the most tiles the groups can
         have, and a split-K workspace for that many. NOTES: compiled for the most shared memory
         a CTA may have: the tile prefix grows with G, and one instantiation serves every G."""
+        if self.block_m != BLOCK_M:
+            raise ValueError(f"the grouped mode runs 128-row tiles, not block_m={self.block_m}")
         p = gp.gemm
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         fine = p.out_dtype == "float32" and precise_fp32
@@ -205,31 +221,35 @@ class General(Candidate):
 
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
-        """Both loop structures together (swap-AB up to 2 x SWAP_MAX_M tokens), ranked by one time
-        model: every (orientation, block_n, splits) tiling at the most stages, and for the two best
-        tilings also 4 stages and raster groups 16 and 1."""
+        """Both loop structures together (swap-AB up to 2 x SWAP_MAX_M tokens; 64-row tiles up to
+        TILE64_MAX_M), ranked by one time model: every (orientation, tile, splits) tiling at the most
+        stages, and for the two best tilings also half the stages (at most 4 of 128-row ones) and
+        raster groups 16 and 1."""
         k_blocks = cdiv(desc.k, BLOCK_K)
-        tilings = []   # (model us, class, block_n, splits)
+        tilings = []   # (model us, class, block_n, splits, block_m)
         for kind in ((cls, SwapAB) if desc.m <= 2 * SWAP_MAX_M else (cls,)):
             rows, cols = kind.tile_space(desc)
-            for block_n in kind.block_ns:
-                if block_n > max(16, 2 * cols) and block_n != 128:
-                    continue                     # tiles far wider than the matrix: pure padding
-                tiles = cdiv(rows, BLOCK_M) * cdiv(cols, block_n)
-                max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
-                for splits in (1, 2, 3, 4, 6, 8, 12, 16):
-                    if splits <= max_splits:
-                        tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms), kind, block_n, splits))
+            for block_m in (BLOCK_MS if kind is cls and desc.m <= TILE64_MAX_M else (BLOCK_M,)):
+                for block_n in kind.block_ns:
+                    if block_n > max(16, 2 * cols) and block_n != 128:
+                        continue                     # tiles far wider than the matrix: pure padding
+                    tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
+                    max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
+                    for splits in (1, 2, 3, 4, 6, 8, 12, 16):
+                        if splits <= max_splits:
+                            tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms, block_m), kind,
+                                            block_n, splits, block_m))
         tilings.sort(key=lambda t: t[0])
         out = []
-        for i, (_, kind, block_n, splits) in enumerate(tilings):
-            stages = kind.most_stages(block_n, desc.out_dtype)
-            out.append(kind(block_n, stages, 8, splits))
+        for i, (_, kind, block_n, splits, block_m) in enumerate(tilings):
+            stages = kind.most_stages(block_n, desc.out_dtype, block_m)
+            out.append(kind(block_n, stages, 8, splits, block_m))
             if i < 2:
-                if stages > 4:
-                    out.append(kind(block_n, 4, 8, splits))
-                if cdiv(kind.tile_space(desc)[0], BLOCK_M) > 8:
-                    out += [kind(block_n, stages, 16, splits), kind(block_n, stages, 1, splits)]
+                fewer = 4 if block_m == BLOCK_M else stages // 2
+                if stages > fewer:
+                    out.append(kind(block_n, fewer, 8, splits, block_m))
+                if cdiv(kind.tile_space(desc)[0], block_m) > 8:
+                    out += [kind(block_n, stages, 16, splits, block_m), kind(block_n, stages, 1, splits, block_m)]
         return out
 
     block_ns = BLOCK_NS
@@ -239,8 +259,8 @@ class General(Candidate):
         return desc.m, desc.n
 
     @staticmethod
-    def most_stages(block_n: int, out_dtype: str) -> int:
-        return max_stages(block_n, staging_bytes(block_n, out_dtype))
+    def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
+        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m)
 
 
 @dataclass(frozen=True)
@@ -258,7 +278,7 @@ class SwapAB(General):
         return ring_smem_bytes(self.block_n, self.stages, 0)
 
     def is_valid(self, desc: GemmDesc) -> bool:
-        return self.block_n in SWAP_BLOCK_NS and super().is_valid(desc)
+        return self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and super().is_valid(desc)
 
     def label(self) -> str:
         return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
@@ -312,19 +332,19 @@ class SwapAB(General):
         return desc.n, desc.m
 
     @staticmethod
-    def most_stages(block_n: int, out_dtype: str) -> int:
+    def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
         return max_stages(block_n, 0)
 
 
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
-                     splits: int, gp) -> Plan:
+                     splits: int, gp, block_m: int = BLOCK_M) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
-    a split-K workspace of a 128 x block_n partial tile per unit, and the argument list
+    a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
     gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused)."""
     units = tiles * splits
     if gp is None:
         check_grid(units, f"M = {p.m}, N = {p.n}")
-    return Plan(p, kern, min(units, sm_count(p.device)), THREADS, smem, ldc,
+    return Plan(p, kern, min(units, sm_count(p.device)), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
                 + group_args(gp) + NO_SWIGLU,
-                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * BLOCK_M * block_n)
+                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n)

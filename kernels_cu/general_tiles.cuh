@@ -3,10 +3,12 @@
 // warpgroups and register split, the shared-memory layout, the tile space and where a work unit's
 // TMA boxes start (plain or grouped), and the producer's loop.
 //
-// A CTA has 3 warpgroups:
+// A CTA has 1 + kConsumers warpgroups (general::Cta):
 //   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
 //                runs on across work units, so the next unit's loads overlap this unit's epilogue;
-//   warpgroups 1-2 consumers: each owns 64 rows of the 128 x BLOCK_N tile and runs wgmma on them.
+//   warpgroups 1.. consumers: each owns 64 rows of the 64 * kConsumers x BLOCK_N tile and runs
+//                wgmma on them (two, the swap-AB kernel and the general kernel's default; one,
+//                the general kernel's 64-row tiles).
 // The tile space is rows x columns of the product the wgmma computes: C (M x N), or C^T (N x M)
 // under swap-AB, where tmap_a maps B and tmap_b maps A.
 // Grouped (kGrouped, MoE): A and C hold every group's rows, B is [G * N, K]; the groups come as
@@ -25,11 +27,7 @@
 namespace fp8gemm {
 
 namespace general {
-constexpr uint32_t BLOCK_M = 128;                        // 2 consumer warpgroups x 64 rows
 constexpr uint32_t BLOCK_K = 128;                        // one scale group; one 128B swizzle row
-constexpr uint32_t kNumConsumerWarpgroups = BLOCK_M / kWgmmaM;
-constexpr uint32_t kNumConsumerThreads = kNumConsumerWarpgroups * kWarpgroupThreads;
-constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kNumConsumerWarpgroups);
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 // NOTES: the producer is lane 0 of warp 1, not thread 0: outside the grouped mode (whose scheduler
@@ -39,26 +37,51 @@ constexpr uint32_t kConsumerRegs = 232;
 // for their first stage; the fixed time of a launch is most of what cuBLASLt gained on one- or
 // two-wave shapes (bench/NOTES.md, "launch latency of the general kernel").
 constexpr uint32_t kProducerThread = 32;
-// Named barrier ids (0 is __syncthreads).
-enum Barrier : uint32_t {
-    kConsumerBarrier = 1,
-    kEpilogueBarrier0 = 2,   // + consumer warpgroup
-    kOrderBarrier = 2 + kNumConsumerWarpgroups,
+
+/// The family's CTA with kConsumers consumer warpgroups of 64 rows each (2: 128-row tiles; 1:
+/// 64-row tiles for few tokens, which leave no warpgroup idle and fit twice the stages).
+template <uint32_t kConsumers>
+struct Cta {
+    static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+    static constexpr uint32_t BLOCK_M = kConsumers * kWgmmaM;
+    static constexpr uint32_t kConsumerWarpgroups = kConsumers;
+    static constexpr uint32_t kConsumerThreads = kConsumers * kWarpgroupThreads;
+    static constexpr uint32_t kThreads = kWarpgroupThreads * (1 + kConsumers);
+    // Named barrier ids (0 is __syncthreads): split-K's over the consumers, each consumer
+    // warpgroup's TMA-store staging, and the two consumers' issue order.
+    static constexpr uint32_t kConsumerBarrier = 1;
+    static constexpr uint32_t kEpilogueBarrier0 = 2;
+    static constexpr uint32_t kOrderBarrier = 2 + kConsumers;
+    // NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread with 384
+    // threads: 65536 / 384 rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others'
+    // .dec have freed enough, so asking for more than the allocation hangs the CTA (seen with
+    // 48 / 232: bench/NOTES.md).
+    static constexpr uint32_t kLaunchRegs = (65536 / kThreads) / 8 * 8;
+    static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumerThreads <= kLaunchRegs * kThreads,
+                  "setmaxnreg would ask for more registers than the CTA holds");
 };
-// NOTES: setmaxnreg moves registers inside the CTA's launch allocation (168 per thread: 65536 / 384
-// rounded down to 8); a warpgroup's setmaxnreg.inc waits until the others' .dec have freed enough,
-// so asking for more than the allocation hangs the CTA (seen with 48 / 232: bench/NOTES.md).
-constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
-static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kNumConsumerWarpgroups
-                  <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
+
+// The two-consumer CTA's names (the swap-AB kernel, the general kernel's default).
+using Cta2 = Cta<2>;
+constexpr uint32_t BLOCK_M = Cta2::BLOCK_M;
+constexpr uint32_t kNumConsumerWarpgroups = Cta2::kConsumerWarpgroups;
+constexpr uint32_t kNumConsumerThreads = Cta2::kConsumerThreads;
+constexpr uint32_t kNumThreads = Cta2::kThreads;
+enum Barrier : uint32_t {
+    kConsumerBarrier = Cta2::kConsumerBarrier,
+    kEpilogueBarrier0 = Cta2::kEpilogueBarrier0,   // + consumer warpgroup
+    kOrderBarrier = Cta2::kOrderBarrier,
+};
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 
-/// The family's shared memory (common/pipeline.cuh's RingSmem): 128-row A stages, BLOCK_N-row B
-/// stages, the TMA-store staging of both consumer warpgroups, the fused SwiGLU's hold, 16 bytes of
-/// flags (the split-K last-split flag) and, grouped, the tile prefix [G + 1] after them.
-template <uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kStagingBytes, uint32_t kHoldBytes = 0>
-using Smem = RingSmem<BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNumStages, kNumConsumerWarpgroups * kStagingBytes,
-                      kNumConsumerWarpgroups * kHoldBytes, 16>;
+/// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
+/// BLOCK_N-row B stages, the TMA-store staging of each consumer warpgroup, the fused SwiGLU's
+/// hold, 16 bytes of flags (the split-K last-split flag) and, grouped, the tile prefix [G + 1]
+/// after them.
+template <uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kStagingBytes, uint32_t kHoldBytes = 0,
+          uint32_t kConsumers = 2>
+using Smem = RingSmem<Cta<kConsumers>::BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNumStages, kConsumers * kStagingBytes,
+                      kConsumers * kHoldBytes, 16>;
 }  // namespace general
 
 /// A work unit's loads: its K range, where its A box starts, and the first row of its B box.
@@ -69,11 +92,14 @@ struct UnitLoads {
 
 /// The tile space of one launch and where each work unit's boxes lie. ``kMaxBoxShift``: how many
 /// rows past its A stage a consumer may read (see a_box).
-template <uint32_t BLOCK_N, uint32_t kGroupM, bool kSwapAB, bool kGrouped, bool kSwiGLU, uint32_t kMaxBoxShift>
+template <uint32_t BLOCK_N, uint32_t kGroupM, bool kSwapAB, bool kGrouped, bool kSwiGLU, uint32_t kMaxBoxShift,
+          uint32_t kBlockM = general::BLOCK_M>
 struct GeneralTiles {
-    using Scheduler = TileScheduler<general::BLOCK_M, BLOCK_N, general::BLOCK_K, kGroupM>;
-    // Grouped: the groups' token tiles, BLOCK_M rows each (or BLOCK_N columns under swap-AB).
-    static constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : general::BLOCK_M;
+    static constexpr uint32_t kRows = kBlockM;                     // tile rows: 64 per consumer warpgroup
+    static constexpr uint32_t kConsumerWarps = kBlockM / kWgmmaM * 4;
+    using Scheduler = TileScheduler<kBlockM, BLOCK_N, general::BLOCK_K, kGroupM>;
+    // Grouped: the groups' token tiles, kBlockM rows each (or BLOCK_N columns under swap-AB).
+    static constexpr uint32_t kTokenTile = kSwapAB ? BLOCK_N : kBlockM;
 
     uint32_t M, N, K, num_splits;
     const int32_t* groups;
@@ -92,7 +118,7 @@ struct GeneralTiles {
     /// swap-AB), and its group. Grouped, the token side comes from the group holding the unit's
     /// token tile.
     __device__ __forceinline__ TileSpan span(const WorkUnit& w) const {
-        TileSpan t{w.m_block * general::BLOCK_M, kSwapAB ? N : M, w.n_block * BLOCK_N, kSwapAB ? M : N, 0u};
+        TileSpan t{w.m_block * kBlockM, kSwapAB ? N : M, w.n_block * BLOCK_N, kSwapAB ? M : N, 0u};
         if constexpr (kGrouped) {
             const TileRows g = locate_group_tile(kSwapAB ? w.n_block : w.m_block, groups, tile_prefix, num_groups,
                                                  group_rows, M, kTokenTile);
@@ -103,7 +129,7 @@ struct GeneralTiles {
         return t;
     }
 
-    /// Where the producer loads the tile's A-side box (128 rows of tmap_a) and how many rows the
+    /// Where the producer loads the tile's A-side box (kBlockM rows of tmap_a) and how many rows the
     /// consumers skip in it. NOTES: a box reaching past the map's last row is zero-filled by TMA,
     /// but slowly: with 80 of 128 rows past the end the grouped GEMM took 1.5x as long
     /// (bench/NOTES.md). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte
@@ -116,8 +142,8 @@ struct GeneralTiles {
         const uint32_t a_map_rows = kSwapAB ? (kGrouped ? num_groups * N : N) : M;
         box_row = t.row_base + (kSwapAB ? t.group * N : 0u);
         shift = 0;
-        if (box_row + general::BLOCK_M > a_map_rows) {
-            const uint32_t over = min((box_row + general::BLOCK_M - a_map_rows) & ~7u, kMaxBoxShift);
+        if (box_row + kBlockM > a_map_rows) {
+            const uint32_t over = min((box_row + kBlockM - a_map_rows) & ~7u, kMaxBoxShift);
             if (over <= box_row) { box_row -= over; shift = over; }
         }
     }
@@ -151,7 +177,7 @@ template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, class Tiles, cl
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
                                               const TmaDescriptor* tmap_b) {
-    constexpr uint32_t kAStage = general::BLOCK_M * general::BLOCK_K;
+    constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
@@ -191,7 +217,7 @@ __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem
     if (!kGrouped && warp_idx / 4 == 0) setmaxnreg_dec<general::kProducerRegs>();
     if (threadIdx.x == 0)
         init_tma_ring<kNumStages, kTmaStore>(tmap_a, tmap_b, tmap_c, smem.full_bar, smem.empty_bar,
-                                             general::kNumConsumerWarpgroups * 4);
+                                             Tiles::kConsumerWarps);
     if constexpr (kGrouped)
         group_tile_prefix<Tiles::kTokenTile>(tiles.groups, tiles.num_groups, tiles.group_rows, tiles.M, tile_prefix);
     producer_early_start<!kGrouped>(warp_idx == general::kProducerThread / 32 && early_start, producer_sched,

@@ -44,8 +44,8 @@
 namespace fp8gemm {
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false>
-__global__ void __launch_bounds__(general::kNumThreads, 1)
+          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2>
+__global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
                              const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
@@ -66,6 +66,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              float* __restrict__ act_scale, float swiglu_limit) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
+    using CtaShape = Cta<kConsumers>;
+    constexpr uint32_t BLOCK_M = CtaShape::BLOCK_M;            // 128, or 64 with one consumer
+    constexpr uint32_t kNumConsumerWarpgroups = CtaShape::kConsumerWarpgroups;
+    constexpr uint32_t kNumConsumerThreads = CtaShape::kConsumerThreads;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
     using Mma = WgmmaFp8<BLOCK_N>;
 
@@ -75,6 +79,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(kNumStages >= 2, "need at least double buffering");
     static_assert(!kSwiGLU || (kGrouped && !kTmaStore && !kFinePromotion && BLOCK_N == 128),
                   "fused SwiGLU: grouped, direct stores, coarse promotion, 64 gate + 64 up columns");
+    static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -83,8 +88,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
     using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0,
-                            kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float))>;
-    constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB, 1 byte per FP8
+                            kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float)), kConsumers>;
+    constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
@@ -97,7 +102,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 
     constexpr uint32_t kMaxBoxShift =
         general_max_box_shift<kNumStages, SMEM_B_PER_STAGE, kTmaStore ? kNumConsumerWarpgroups * Staging::kBytes : 0>();
-    using Tiles = GeneralTiles<BLOCK_N, kGroupM, false, kGrouped, kSwiGLU, kMaxBoxShift>;
+    using Tiles = GeneralTiles<BLOCK_N, kGroupM, false, kGrouped, kSwiGLU, kMaxBoxShift, BLOCK_M>;
     const Tiles tiles{M, N, K, num_splits, groups, tile_prefix, num_groups, group_rows};
 
     typename Tiles::Scheduler producer_sched;
@@ -123,8 +128,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         // barrier kOrderBarrier around each K block's wgmma issue, warpgroup 0 before issuing and
         // warpgroup 1 after, so their blocks reach the tensor cores in a fixed alternation
         // (cuBLASLt's kernel does the same: ncu source counters, bench/NOTES.md).
-        // Measured 1-3% faster at large M. A warpgroup that skips a tile passes it too.
-        constexpr bool kOrderedIssue = !kFinePromotion;
+        // Measured 1-3% faster at large M. A warpgroup that skips a tile passes it too. One
+        // consumer has no one to alternate with.
+        constexpr bool kOrderedIssue = !kFinePromotion && kNumConsumerWarpgroups > 1;
         // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
         const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
 
@@ -156,7 +162,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
             if (num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
                 pass_stages<kOrderedIssue>(w.kb_begin, w.kb_end, pipe, smem.full_bar, smem.empty_bar, lane_idx,
-                                           kOrderBarrier, kNumConsumerThreads);
+                                           CtaShape::kOrderBarrier, kNumConsumerThreads);
                 continue;
             }
             const uint32_t row0 = t.row_base + row_in_tile;
@@ -200,7 +206,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
-                        if (math_wg == 0) named_barrier_sync_unaligned(kOrderBarrier, kNumConsumerThreads);
+                        if (kOrderedIssue && math_wg == 0)
+                            named_barrier_sync_unaligned(CtaShape::kOrderBarrier, kNumConsumerThreads);
                         wgmma_fence_operands(acc);
                         wgmma_fence();
 #pragma unroll
@@ -209,7 +216,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                             Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);
                         }
                         wgmma_commit_group();
-                        if (math_wg == 1) named_barrier_sync_unaligned(kOrderBarrier, kNumConsumerThreads);
+                        if (kOrderedIssue && math_wg == 1)
+                            named_barrier_sync_unaligned(CtaShape::kOrderBarrier, kNumConsumerThreads);
                         return stage;
                     };
                     const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {

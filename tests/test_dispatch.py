@@ -21,6 +21,24 @@ def test_every_variant_is_one_kernel_file():
         assert cls.variant == name and (kernels / f"{name}.cu").is_file(), name
 
 
+def test_64_row_tiles():
+    """General's block_m: 128 (two consumer warpgroups) or 64 (one); 64-row tiles name every
+    template argument (kConsumers = 1) and fit up to 16 stages; swap-AB and the grouped mode keep
+    128 rows."""
+    d = GemmDesc(64, 4096, 4096)
+    assert is_valid(d, General(32, 16, 8, 1, 64)) and not is_valid(d, General(32, 16, 8, 1, 128))
+    assert not is_valid(d, General(32, 4, 8, 1, 96)) and not is_valid(d, SwapAB(32, 4, 1, 1, 64))
+    assert General(32, 16, 8, 1, 64).template_args("bfloat16", False, False, False) == (
+        32, 16, 0, 8, "false", "false", "false", "false", 1)
+    assert General(32, 6, 8).template_args("bfloat16", False, True, False) == (32, 6, 0, 8, "false", "true", "false")
+    assert General(32, 16, 8, 1, 64).smem_bytes() < General(32, 6, 8).smem_bytes() + 6 * 1024 * 16
+    with pytest.raises(ValueError, match="128-row tiles"):
+        General(128, 4, 8, 1, 64).plan_grouped(None, 0, True)
+    tuned = [c for c in __import__("fp8gemm.bench.tune", fromlist=["candidates"]).candidates(d, limit=64)
+             if isinstance(c, General) and not isinstance(c, SwapAB)]
+    assert {c.block_m for c in tuned} == {64, 128}
+
+
 def test_knobs_are_typed_per_variant():
     """Each descriptor has its own knobs: no field means one thing for one kernel and another for
     the next, and a knob a kernel does not have cannot be passed."""

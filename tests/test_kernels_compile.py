@@ -68,6 +68,18 @@ def _instantiations():
             for k in (128, 256):
                 seen.add(_instance(ShortK(block_m, block_n), "float32", k=k))
     seen.add(_instance(General(128, 4, 8), "bfloat16", store=True))
+    # 64-row tiles (one consumer warpgroup): the tuner's most stages per width and the GPU tests'.
+    from fp8gemm.dispatch.general import General as G
+    for block_n in (16, 32, 64, 128):
+        for dt in OUT_TYPE_IDS:
+            stages = G.most_stages(block_n, dt, 64)
+            tma_ok = (block_n * OUT_BYTES[dt]) % 128 == 0
+            for store in {tma_ok, False}:
+                seen.add(_instance(General(block_n, stages, 8, 1, 64), dt, store))
+    for c, dt in ((General(32, 2, 8, 1, 64), "bfloat16"), (General(64, 6, 8, 3, 64), "float32"),
+                  (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
+        seen.add(_instance(c, dt, False))
+        seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
@@ -224,6 +236,13 @@ def _smem_cases():
                 c = General(bn, stages)
                 cases.append((expr, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
+        for stages in range(2, general.MAX_STAGES_64 + 1):
+            for bn in general.BLOCK_NS:
+                st = staging.format(tid=tid, bn=bn)
+                expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), 0, 1>"
+                        "::kBytes")
+                cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt)))
+        for stages in range(2, general.MAX_STAGES + 1):
             for bn in general.SWAP_BLOCK_NS:
                 c = SwapAB(bn, stages)
                 cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", c.smem_bytes(dt)))

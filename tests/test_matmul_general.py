@@ -7,7 +7,7 @@ from generators import FP8_NAN, outside, poisoned, random_case, to_cupy_f64, tra
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import General, SwapAB
+from fp8gemm.dispatch import GemmDesc, General, SwapAB
 
 pytestmark = pytest.mark.gpu
 
@@ -71,6 +71,38 @@ def test_forced_block_n(m, n, k, block_n):
     cfg = General(block_n=block_n, stages=4, group_m=8)
     out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=cfg)
     check(out, case)
+
+
+# 64-row tiles (one consumer warpgroup): every tile width, ring depths from 2 to the most, K splits
+# (uneven and empty), M / N / K tails, every output dtype, the TMA-store and direct epilogues.
+TILE64 = [General(16, 16, 8, 1, 64), General(32, 16, 1, 1, 64), General(64, 13, 8, 1, 64), General(128, 8, 8, 1, 64),
+          General(32, 2, 8, 1, 64), General(64, 6, 8, 3, 64), General(16, 16, 8, 12, 64)]
+
+
+@pytest.mark.parametrize("cfg", TILE64, ids=lambda c: c.label())
+@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (64, 4096, 4096), (65, 136, 192), (100, 520, 1040 + 16),
+                                   (256, 1536, 2048), (300, 33, 272)], ids=lambda v: str(v))
+def test_forced_64_row_tiles(m, n, k, cfg):
+    case = random_case(m, n, k, seed=cfg.block_n + m)
+    for out_dtype in ("bfloat16", "float16", "float32"):
+        if cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
+            check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg),
+                  case, out_dtype)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_64_row_tiles_poisoned_and_reproducible(out_dtype):
+    """NaN-poisoned padding around every input and the output (pitch N + 24: direct stores and,
+    bf16, TMA stores are both taken at N = 256); split-K bitwise equal over repeated runs."""
+    import cupy
+    for n in (256, 300):
+        check_poisoned(random_case(70, n, 1040, seed=n), 24, out_dtype, General(64, 12, 8, 1, 64))
+    case = random_case(48, 4096, 4096, seed=4)
+    cfg = General(32, 16, 8, 4, 64)
+    first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+    for _ in range(3):
+        again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        assert bool((first.view(cupy.uint8) == again.view(cupy.uint8)).all())
 
 
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16", "float16"])

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fp8gemm.bench import tune
+from fp8gemm.bench import peers, tune
 from fp8gemm.dispatch import Gemv, GemmDesc, General, ShortK, SwapAB, is_valid
 from fp8gemm.dispatch import general
 from fp8gemm.dispatch import selector as sel
@@ -118,6 +118,32 @@ def test_wrong_winner_is_skipped_and_all_wrong_is_failed():
     tune.tune([SHAPES[3]], "bfloat16", time_fn, lambda d, c: 1.0, state2)
     assert "failed" in state2["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
     assert tune.table_from_state(state2, {})["entries"] == []
+
+
+def test_warm_jobs_compile_every_candidate_once():
+    shapes = [(64, 4096, 4096), (100, 4096, 4096), (512, 1536, 256)]
+    done = {tune.shape_key(*shapes[2], "bfloat16"): {}}
+    jobs = tune.warm_jobs(shapes, "bfloat16", done=done)
+    got = [(sel.from_entry(j["config"]).key(), j["n"]) for j in jobs]
+    want = {(c.key(), n) for m, n, k in shapes[:2] for c in tune.candidates(GemmDesc(m, n, k))}
+    assert len(got) == len(set(got)) and set(got) == want          # the tuned shape is not warmed
+    assert all(j["kind"] in peers.WARM_BUILDERS for j in jobs)
+    json.dumps(jobs)                                                 # what warm() writes for its workers
+
+
+def test_candidates_that_crashed_the_warm_up_are_not_timed():
+    time_fn, check_fn, _ = fake_gpu()
+    desc = GemmDesc(*SHAPES[3])
+    cands = tune.candidates(desc)
+    crashed = [{"kind": "fp8gemm_candidate", "m": desc.m, "n": desc.n, "k": desc.k, "out_dtype": "bfloat16",
+                "config": {"variant": c.variant, **c.knobs()}} for c in (cands[0], cands[1])]
+    skip = tune.warm_skips({"crashed": {json.dumps(j, sort_keys=True): "rc=-11" for j in crashed}})
+    assert skip == {(cands[0].key(), desc.n), (cands[1].key(), desc.n)}
+    state = {"version": tune.STATE_VERSION, "gpu": "x", "results": {}}
+    tune.tune([SHAPES[3]], "bfloat16", time_fn, check_fn, state, skip=skip)
+    r = state["results"][tune.shape_key(*SHAPES[3], "bfloat16")]
+    assert tune.label(cands[0]) not in r["times"] and tune.label(cands[1]) not in r["times"]
+    assert len(r["times"]) == len(cands) - 2 and r["fallback_us"] is None and "us" in r
 
 
 def test_resume_and_budget(tmp_path):
