@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call for issue 27's next steps (the scale loads of the general kernel's K loop, and
+# the fallback branch), run from a checkout of main with the branch laid out beside it:
+#   tools/old_tree.sh wip/fallback-64rows .fb      (then name .fb in the call's carry)
+# 1. ncu source counters of the general kernel on three forced configurations, where the scales
+#    cost most and least (bench/NOTES.md, the ablation), and lab/pc_stalls.py's summary of them;
+# 2. the fallback: fp8gemm-bench on (N, K) pairs and M values the table never saw, this tree (its
+#    fallback: 128-row / swap-AB) against the branch's (64-row tiles), each in its own process.
+# Logs and CSVs go to $OUT.
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+R=$PWD
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
+G=sm90_fp8_gemm_general
+echo "== ncu"
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+NCU_PY=$(ls -d /usr/local/cuda/nsight-compute-*/extras/python 2>/dev/null | head -1)
+(cd /tmp && timeout 300 "$NCU" --section SourceCounters --section WarpStateStats --kernel-name regex:"$G" \
+   --launch-skip 1 --launch-count 1 -f -o "$OUT/scales" python3 "$R/lab/run_configs.py" \
+   "64x4096x4096:$G:block_n=32,stages=16,block_m=64" > "$OUT/ncu1.log" 2>&1
+ timeout 300 "$NCU" --section SourceCounters --section WarpStateStats --kernel-name regex:"$G" \
+   --launch-skip 1 --launch-count 1 -f -o "$OUT/scales_l" python3 "$R/lab/run_configs.py" \
+   "4096x4096x4096:$G:block_n=128,stages=6" > "$OUT/ncu2.log" 2>&1)
+echo "rc=$?"; tail -2 "$OUT/ncu1.log" "$OUT/ncu2.log"
+for rep in scales scales_l; do
+  PYTHONPATH=$NCU_PY python3 lab/pc_stalls.py "$OUT/$rep.ncu-rep" "$OUT/$rep" 2>&1 | head -40 | tee "$OUT/$rep.txt"
+done
+echo "== fallback on unseen shapes (this tree, then the branch in .fb)"
+SHAPES="--m 40,56,72,96,160,320,480 --n 2112,7168,24576 --k 7168,1536"
+(cd /tmp && timeout 200 python3 -m fp8gemm.bench.cli $SHAPES --peers none --csv "$OUT/fb_main.csv" \
+   > "$OUT/fb_main.log" 2>&1; echo "rc=$?"
+ PYTHONPATH=$R/.fb timeout 200 python3 -m fp8gemm.bench.cli $SHAPES --peers none --csv "$OUT/fb_branch.csv" \
+   > "$OUT/fb_branch.log" 2>&1; echo "rc=$?")
+python3 tools/bench_compare.py "$OUT/fb_branch.csv" "$OUT/fb_main.csv" 2>&1 | tail -25
