@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One device call for issue 27's next steps (the scale loads of the general kernel's K loop, and
-# the fallback branch), run from a checkout of main with the branch laid out beside it:
-#   tools/old_tree.sh wip/fallback-64rows .fb      (then name .fb in the call's carry)
+# the fallback branch), run from a checkout of main with the branches laid out beside it:
+#   tools/old_tree.sh wip/fallback-64rows .fb && tools/old_tree.sh wip/first-scales .fs
+# (then name .fb and .fs in the call's carry)
 # 1. ncu source counters of the general kernel on three forced configurations, where the scales
 #    cost most and least (bench/NOTES.md, the ablation), and lab/pc_stalls.py's summary of them;
-# 2. the fallback: fp8gemm-bench on (N, K) pairs and M values the table never saw, this tree (its
+# 2. wip/first-scales (the first unit's scales loaded before the CTA sync) against this tree on
+#    lab/ab_configs.py's forced configurations, alternating, two runs each;
+# 3. the fallback: fp8gemm-bench on (N, K) pairs and M values the table never saw, this tree (its
 #    fallback: 128-row / swap-AB) against the branch's (64-row tiles), each in its own process.
 # Logs and CSVs go to $OUT.
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
@@ -25,6 +28,19 @@ echo "rc=$?"; tail -2 "$OUT/ncu1.log" "$OUT/ncu2.log"
 for rep in scales scales_l; do
   PYTHONPATH=$NCU_PY python3 lab/pc_stalls.py "$OUT/$rep.ncu-rep" "$OUT/$rep" 2>&1 | head -40 | tee "$OUT/$rep.txt"
 done
+echo "== first scales before the CTA sync: A/B"
+(cd /tmp && for i in 1 2; do
+   python3 "$R/lab/ab_configs.py" "$OUT/ab_main$i.json" > /dev/null 2>&1
+   PYTHONPATH=$R/.fs python3 "$R/lab/ab_configs.py" "$OUT/ab_fs$i.json" > /dev/null 2>&1
+ done)
+python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+d = {r: json.load(open(f"{o}/{r}.json")) for r in ("ab_main1", "ab_main2", "ab_fs1", "ab_fs2")}
+for k in d["ab_main1"]:
+    a = min(d["ab_main1"][k], d["ab_main2"][k]); b = min(d["ab_fs1"].get(k, 1e9), d["ab_fs2"].get(k, 1e9))
+    print(f"{k:52} main {a:8.2f} first-scales {b:8.2f}  main/branch {a / b:.3f}")
+PY
 echo "== fallback on unseen shapes (this tree, then the branch in .fb)"
 SHAPES="--m 40,56,72,96,160,320,480 --n 2112,7168,24576 --k 7168,1536"
 (cd /tmp && timeout 200 python3 -m fp8gemm.bench.cli $SHAPES --peers none --csv "$OUT/fb_main.csv" \
