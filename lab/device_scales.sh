@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One device call for issue 27's next steps (the scale loads of the general kernel's K loop, and
 # the fallback branch), run from a checkout of main with the branches laid out beside it:
-#   tools/old_tree.sh wip/fallback-64rows .fb && tools/old_tree.sh wip/first-scales .fs
-# (then name .fb and .fs in the call's carry)
+#   tools/old_tree.sh wip/fallback-64rows .fb && tools/old_tree.sh wip/first-scales .fs &&
+#   tools/old_tree.sh wip/scale-windows .sw        (then name .fb, .fs and .sw in the call's carry)
 # 1. ncu source counters of the general kernel on three forced configurations, where the scales
 #    cost most and least (bench/NOTES.md, the ablation), and lab/pc_stalls.py's summary of them;
-# 2. wip/first-scales (the first unit's scales loaded before the CTA sync) against this tree on
-#    lab/ab_configs.py's forced configurations, alternating, two runs each;
+# 2. wip/first-scales (the first unit's scales loaded before the CTA sync) and wip/scale-windows
+#    (64-row tiles read their scales from shared memory) against this tree on lab/ab_configs.py's
+#    forced configurations, alternating, two runs each; the windows branch's GPU tests first;
 # 3. the fallback: fp8gemm-bench on (N, K) pairs and M values the table never saw, this tree (its
 #    fallback: 128-row / swap-AB) against the branch's (64-row tiles), each in its own process.
 # Logs and CSVs go to $OUT.
@@ -28,18 +29,23 @@ echo "rc=$?"; tail -2 "$OUT/ncu1.log" "$OUT/ncu2.log"
 for rep in scales scales_l; do
   PYTHONPATH=$NCU_PY python3 lab/pc_stalls.py "$OUT/$rep.ncu-rep" "$OUT/$rep" 2>&1 | head -40 | tee "$OUT/$rep.txt"
 done
-echo "== first scales before the CTA sync: A/B"
+echo "== the windows branch's 64-row tests"
+(cd $R/.sw && PYTHONPATH=$R/.sw timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_matmul_general.py \
+   -k "64_row or tails" > "$OUT/sw_tests.log" 2>&1; echo "rc=$?"; tail -2 "$OUT/sw_tests.log")
+echo "== A/B: main, first-scales, scale-windows"
 (cd /tmp && for i in 1 2; do
    python3 "$R/lab/ab_configs.py" "$OUT/ab_main$i.json" > /dev/null 2>&1
    PYTHONPATH=$R/.fs python3 "$R/lab/ab_configs.py" "$OUT/ab_fs$i.json" > /dev/null 2>&1
+   PYTHONPATH=$R/.sw python3 "$R/lab/ab_configs.py" "$OUT/ab_sw$i.json" > /dev/null 2>&1
  done)
 python3 - "$OUT" <<'PY'
 import json, sys
 o = sys.argv[1]
-d = {r: json.load(open(f"{o}/{r}.json")) for r in ("ab_main1", "ab_main2", "ab_fs1", "ab_fs2")}
-for k in d["ab_main1"]:
-    a = min(d["ab_main1"][k], d["ab_main2"][k]); b = min(d["ab_fs1"].get(k, 1e9), d["ab_fs2"].get(k, 1e9))
-    print(f"{k:52} main {a:8.2f} first-scales {b:8.2f}  main/branch {a / b:.3f}")
+runs = {t: [json.load(open(f"{o}/ab_{t}{i}.json")) for i in (1, 2)] for t in ("main", "fs", "sw")}
+best = lambda t, k: min(r.get(k, 1e9) for r in runs[t])
+for k in runs["main"][0]:
+    a = best("main", k)
+    print(f"{k:52} main {a:8.2f}  first-scales {a / best('fs', k):.3f}x  windows {a / best('sw', k):.3f}x")
 PY
 echo "== fallback on unseen shapes (this tree, then the branch in .fb)"
 SHAPES="--m 40,56,72,96,160,320,480 --n 2112,7168,24576 --k 7168,1536"
