@@ -3,7 +3,7 @@
 # the fallback branch), run from a checkout of main with the branches laid out beside it:
 #   tools/old_tree.sh wip/fallback-64rows .fb && tools/old_tree.sh wip/first-scales .fs &&
 #   tools/old_tree.sh wip/scale-windows .sw        (then name .fb, .fs and .sw in the call's carry)
-# 1. ncu source counters of the general kernel on three forced configurations, where the scales
+# 1. ncu source counters of the general kernel on two forced configurations, where the scales
 #    cost most and least (bench/NOTES.md, the ablation), and lab/pc_stalls.py's summary of them;
 # 2. wip/first-scales (the first unit's scales loaded before the CTA sync) and wip/scale-windows
 #    (the plain GEMM reads its scales from shared memory) against this tree on lab/ab_configs.py's
