@@ -12,9 +12,10 @@ Per shape: the candidates are the shape-based fallback's own choice plus a neigh
 cut to --max-candidates. Before timing, every candidate of every shape is compiled once in
 --warm-workers processes (CuPy's disk cache then serves the timing process; one NVRTC compile
 takes seconds, and a tuning run meets a hundred or more kernels). All are timed in one profiler
-session (L2 cold, CUPTI device time, median of --iters; see timing.py); the fastest is run once more and checked against the float64
-reference, and only a correct winner enters the table. Each entry records the winner's time and
-the fallback's time in the same run, so the table shows what tuning bought.
+session (L2 cold, CUPTI device time, median of --iters; see timing.py); the fastest is run once
+more and checked against the float64 reference, and only a correct winner enters the table. Each
+entry records the winner's time and the fallback's time in the same run, so the table shows what
+tuning bought.
 """
 from __future__ import annotations
 
