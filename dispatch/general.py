@@ -59,6 +59,11 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
     return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
 
 
+def ring64_stages(block_n: int, most: int) -> int:
+    """Stages of a 64-row tile's ring of about RING64_BYTES (at least 4, at most ``most``)."""
+    return max(min(4, most), min(most, RING64_BYTES // ((64 + block_n) * BLOCK_K)))
+
+
 def prefix_bytes(num_groups: int) -> int:
     """The grouped mode's tile prefix (num_groups + 1 words), 16-byte aligned, after the ring."""
     return -(-4 * (num_groups + 1) // 16) * 16
@@ -236,8 +241,7 @@ class General(Candidate):
         if not TILE64_MIN_M <= desc.m <= TILE64_MAX_M or desc.out_dtype == "float32":
             return None
         cost, block_n, tiles, splits = best_tiling(desc.m, desc.n, desc.k, cls.fallback_block_ns(desc), num_sms, 64)
-        most = cls.most_stages(block_n, desc.out_dtype, 64)
-        stages = max(4, min(most, RING64_BYTES // ((64 + block_n) * BLOCK_K)))
+        stages = ring64_stages(block_n, cls.most_stages(block_n, desc.out_dtype, 64))
         return cost, cls(block_n, stages, 8, splits, 64,
                          reason=f"fallback: 64-row tiles, block_n={block_n}, splits={splits} for {tiles} tiles x "
                                 f"{cdiv(desc.k, BLOCK_K)} K blocks on {num_sms} SMs, stages={stages}")
@@ -246,8 +250,8 @@ class General(Candidate):
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """Both loop structures together (swap-AB up to 2 x SWAP_MAX_M tokens; 64-row tiles up to
         TILE64_MAX_M), ranked by one time model: every (orientation, tile, splits) tiling at the most
-        stages, and for the two best tilings also half the stages (at most 4 of 128-row ones) and
-        raster groups 16 and 1."""
+        stages (64-row ones: a ring of about RING64_BYTES), and for the two best tilings also 4
+        stages (64-row ones: the most) and raster groups 16 and 1."""
         k_blocks = cdiv(desc.k, BLOCK_K)
         tilings = []   # (model us, class, block_n, splits, block_m)
         for kind in ((cls, SwapAB) if desc.m <= 2 * SWAP_MAX_M else (cls,)):
@@ -265,12 +269,15 @@ class General(Candidate):
         tilings.sort(key=lambda t: t[0])
         out = []
         for i, (_, kind, block_n, splits, block_m) in enumerate(tilings):
-            stages = kind.most_stages(block_n, desc.out_dtype, block_m)
+            most = kind.most_stages(block_n, desc.out_dtype, block_m)
+            # 64-row tiles: the fallback's ~96 KiB ring first (it beat the most stages on most
+            # shapes where they won), the most as the alternative.
+            stages = most if block_m == BLOCK_M else ring64_stages(block_n, most)
             out.append(kind(block_n, stages, 8, splits, block_m))
             if i < 2:
-                fewer = 4 if block_m == BLOCK_M else stages // 2
-                if stages > fewer:
-                    out.append(kind(block_n, fewer, 8, splits, block_m))
+                other = 4 if block_m == BLOCK_M else most
+                if other != stages and (block_m != BLOCK_M or stages > other):
+                    out.append(kind(block_n, other, 8, splits, block_m))
                 if cdiv(kind.tile_space(desc)[0], block_m) > 8:
                     out += [kind(block_n, stages, 16, splits, block_m), kind(block_n, stages, 1, splits, block_m)]
         return out
