@@ -239,7 +239,7 @@ def test_swap_ab_for_few_tokens():
 def test_fallback_64_row_tiles():
     """From 33 to 512 tokens the fallback takes 64-row tiles where the time model says so, with a
     ring of about 96 KiB; never for FP32 out, never past 512 tokens. The shapes: those where the
-    tuner measured 64-row tiles fastest by the most (bench/NOTES.md, session 19)."""
+    tuner measured 64-row tiles fastest by the most (bench/NOTES.md)."""
     from fp8gemm.dispatch import general
 
     for m, n, k in ((64, 4096, 4096), (64, 8192, 4096), (100, 4096, 4096), (256, 1536, 4096)):
