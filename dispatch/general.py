@@ -24,7 +24,9 @@ BLOCK_NS = (8, 16, 32, 64, 128)             # must divide 128: a tile sits in on
 SWAP_BLOCK_NS = (8, 16, 32, 64)             # token tiles of swap-AB (wgmma N)
 SWAP_FALLBACK_BLOCK_NS = (8, 16, 32)        # the fallback's choices (64 measured slower: NOTES.md)
 SWAP_MAX_M = 64                             # the fallback swaps A and B up to this many tokens
-TILE64_MAX_M = 512                          # the tuner tries 64-row tiles up to this many tokens
+TILE64_MAX_M = 512                          # the tuner and the fallback try 64-row tiles up to this many tokens
+TILE64_MIN_M = 33                           # the fallback's 64-row tiles start here (swap-AB below)
+RING64_BYTES = 96 * 1024                    # the fallback's ring for 64-row tiles (fewer stages than fit)
 MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
@@ -57,6 +59,11 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
     return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
 
 
+def ring64_stages(block_n: int, most: int) -> int:
+    """Stages of a 64-row tile's ring of about RING64_BYTES (at least 4, at most ``most``)."""
+    return max(min(4, most), min(most, RING64_BYTES // ((64 + block_n) * BLOCK_K)))
+
+
 def prefix_bytes(num_groups: int) -> int:
     """The grouped mode's tile prefix (num_groups + 1 words), 16-byte aligned, after the ring."""
     return -(-4 * (num_groups + 1) // 16) * 16
@@ -66,6 +73,7 @@ def prefix_bytes(num_groups: int) -> int:
 # Constants: H200, measured or fitted with lab/sweep_splits.py (bench/NOTES.md).
 HBM_BYTES_PER_US = 4.3e6      # device copy bandwidth, bytes read + written
 SM_BYTES_PER_US = 95e3        # one SM's TMA stream when few SMs share HBM (fitted)
+SM64_BYTES_PER_US = 80e3      # the same with one consumer warpgroup (64-row tiles; fitted)
 SM_FLOPS_PER_US = 11.26e6     # FP8 dense peak / 132 SMs
 SPLIT_FIXED_US = 1.0          # publish partial, barrier + acq_rel atomic, final re-read (fitted)
 SPLIT_EACH_US = 0.05          # each further split the last CTA reads (fitted with 16 in flight)
@@ -92,8 +100,8 @@ def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: in
     unit_bytes = kb_per_unit * (block_m + block_n) * BLOCK_K
     unit_flops = kb_per_unit * 2.0 * block_m * block_n * BLOCK_K
     unique = (rows + cols) * k + 2 * rows * cols
-    t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / SM_BYTES_PER_US,
-            waves * unit_flops / SM_FLOPS_PER_US)
+    stream = SM_BYTES_PER_US if block_m == BLOCK_M else SM64_BYTES_PER_US
+    t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / stream, waves * unit_flops / SM_FLOPS_PER_US)
     if splits > 1:
         partial = min(rows, block_m) * min(block_n, cols) * 4
         t += SPLIT_FIXED_US + SPLIT_EACH_US * (splits - 1)
@@ -101,15 +109,15 @@ def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: in
     return t
 
 
-def best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int):
+def best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int, block_m: int = BLOCK_M):
     """(cost, block_n, tiles, splits) of least cost over block_n and split counts (ties: the
     first tried)."""
     k_blocks = cdiv(k, BLOCK_K)
     best = None
     for block_n in block_ns:
-        tiles = cdiv(rows, BLOCK_M) * cdiv(cols, block_n)
+        tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
         for splits in range(1, split_count(tiles, k_blocks, num_sms) + 1):
-            cost = cost_us(rows, cols, k, block_n, splits, num_sms)
+            cost = cost_us(rows, cols, k, block_n, splits, num_sms, block_m)
             if best is None or cost < best[0] * 0.999:
                 best = (cost, block_n, tiles, splits)
     return best
@@ -211,20 +219,39 @@ class General(Candidate):
 
     @classmethod
     def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> General:
-        """The tiling (block_n, splits) of least estimated time (cost_us); as many stages as
-        shared memory holds; the raster group of plain_group_m."""
-        _, block_n, tiles, splits = best_tiling(desc.m, desc.n, desc.k, cls.fallback_block_ns(desc), num_sms)
+        """The tiling (block_m, block_n, splits) of least estimated time (cost_us; 64-row tiles
+        from TILE64_MIN_M to TILE64_MAX_M tokens, bf16 / fp16 out, where their estimate is
+        lower than the 128-row tiles'); 128-row tiles take as many stages as shared
+        memory holds, 64-row tiles a ring of RING64_BYTES; the raster group of plain_group_m."""
+        cost, block_n, tiles, splits = best_tiling(desc.m, desc.n, desc.k, cls.fallback_block_ns(desc), num_sms)
+        tile64 = cls.fallback_64(desc, num_sms)
+        if tile64 is not None and tile64[0] < cost:
+            return tile64[1]
         stages = cls.most_stages(block_n, desc.out_dtype)
         return cls(block_n, stages, plain_group_m(desc), splits,
                    reason=f"fallback: block_n={block_n}, splits={splits} for {tiles} tiles x "
                           f"{cdiv(desc.k, BLOCK_K)} K blocks on {num_sms} SMs, stages={stages}")
 
     @classmethod
+    def fallback_64(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS):
+        """(estimate, candidate) of the best 64-row tiling, or None outside TILE64_MIN_M ..
+        TILE64_MAX_M tokens or for FP32 out. NOTES: fitted on the tuner's measurements of the
+        trace at M <= 512 (bench/NOTES.md): the one-consumer stream rate SM64_BYTES_PER_US and a
+        ring of about 96 KiB (64 x 32 tiles: 8 stages beat 16; 64 x 64: 6 beat 13)."""
+        if not TILE64_MIN_M <= desc.m <= TILE64_MAX_M or desc.out_dtype == "float32":
+            return None
+        cost, block_n, tiles, splits = best_tiling(desc.m, desc.n, desc.k, cls.fallback_block_ns(desc), num_sms, 64)
+        stages = ring64_stages(block_n, cls.most_stages(block_n, desc.out_dtype, 64))
+        return cost, cls(block_n, stages, 8, splits, 64,
+                         reason=f"fallback: 64-row tiles, block_n={block_n}, splits={splits} for {tiles} tiles x "
+                                f"{cdiv(desc.k, BLOCK_K)} K blocks on {num_sms} SMs, stages={stages}")
+
+    @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """Both loop structures together (swap-AB up to 2 x SWAP_MAX_M tokens; 64-row tiles up to
         TILE64_MAX_M), ranked by one time model: every (orientation, tile, splits) tiling at the most
-        stages, and for the two best tilings also half the stages (at most 4 of 128-row ones) and
-        raster groups 16 and 1."""
+        stages (64-row ones: a ring of about RING64_BYTES), and for the two best tilings also 4
+        stages (64-row ones: the most) and raster groups 16 and 1."""
         k_blocks = cdiv(desc.k, BLOCK_K)
         tilings = []   # (model us, class, block_n, splits, block_m)
         for kind in ((cls, SwapAB) if desc.m <= 2 * SWAP_MAX_M else (cls,)):
@@ -242,12 +269,15 @@ class General(Candidate):
         tilings.sort(key=lambda t: t[0])
         out = []
         for i, (_, kind, block_n, splits, block_m) in enumerate(tilings):
-            stages = kind.most_stages(block_n, desc.out_dtype, block_m)
+            most = kind.most_stages(block_n, desc.out_dtype, block_m)
+            # 64-row tiles: the fallback's ~96 KiB ring first (it beat the most stages on most
+            # shapes where they won), the most as the alternative.
+            stages = most if block_m == BLOCK_M else ring64_stages(block_n, most)
             out.append(kind(block_n, stages, 8, splits, block_m))
             if i < 2:
-                fewer = 4 if block_m == BLOCK_M else stages // 2
-                if stages > fewer:
-                    out.append(kind(block_n, fewer, 8, splits, block_m))
+                other = 4 if block_m == BLOCK_M else most
+                if other != stages and (block_m != BLOCK_M or stages > other):
+                    out.append(kind(block_n, other, 8, splits, block_m))
                 if cdiv(kind.tile_space(desc)[0], block_m) > 8:
                     out += [kind(block_n, stages, 16, splits, block_m), kind(block_n, stages, 1, splits, block_m)]
         return out

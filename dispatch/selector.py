@@ -18,6 +18,8 @@ from pathlib import Path
 from . import gemv, short_k
 from .gemv import Gemv
 from .general import SWAP_MAX_M, General, SwapAB
+
+SWAP_ESTIMATE_BIAS = 1.1       # swap-AB's estimate against 64-row tiles': 1.1x too low (fitted)
 from .short_k import ShortK
 from .variant import DEFAULT_NUM_SMS, Candidate, GemmDesc
 from .wg3 import MIN_M as WG3_MIN_M
@@ -99,6 +101,13 @@ def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str 
     if ShortK.takes(desc, num_sms):
         return ShortK.fallback(desc, num_sms)
     if desc.m <= SWAP_MAX_M:
+        # NOTES: from TILE64_MIN_M tokens 64-row tiles replace swap-AB where their estimate is
+        # below SWAP_ESTIMATE_BIAS times swap-AB's (the tuned trace: 64-row tiles won at M = 48-64
+        # on N >= 1536 with K = 4096 and N >= 4096 with K = 1024, by up to 1.25x; swap-AB at
+        # M <= 32 and at N = 512: bench/NOTES.md).
+        tile64 = General.fallback_64(desc, num_sms)
+        if tile64 is not None and tile64[0] < SWAP_ESTIMATE_BIAS * SwapAB.estimate_us(desc, num_sms):
+            return tile64[1]
         return SwapAB.fallback(desc, num_sms)
     general = General.fallback(desc, num_sms)
     if desc.m >= WG3_MIN_M and desc.out_dtype != "float32":

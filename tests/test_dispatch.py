@@ -224,15 +224,32 @@ def test_split_k_for_small_m_long_k():
 
 
 def test_swap_ab_for_few_tokens():
-    """The fallback's rule (no table): swap-AB up to 64 tokens (but where the gemv kernel takes
-    the shape), the plain orientation above."""
-    for m in (1, 8, 9, 33, 64):
+    """The fallback's rule (no table): swap-AB up to 32 tokens (but where the gemv kernel takes
+    the shape), and up to 64 where 64-row tiles are not estimated faster; the plain orientation
+    above."""
+    for m in (1, 8, 9, 32):
         c = select(m, 8192, 4096, gpu=NO_TABLE)
         assert isinstance(c, SwapAB) and c.block_n in (8, 16, 32, 64)
-    for m in (9, 33, 64):
+    for m in (9, 32):
         assert isinstance(select(m, 4096, 4096, gpu=NO_TABLE), SwapAB)
     assert type(select(65, 4096, 4096, gpu=NO_TABLE)) is General
     assert type(select(8, 4096, 4096, gpu=NO_TABLE, force_variant=General.variant)) is General
+
+
+def test_fallback_64_row_tiles():
+    """From 33 to 512 tokens the fallback takes 64-row tiles where the time model says so, with a
+    ring of about 96 KiB; never for FP32 out, never past 512 tokens. The shapes: those where the
+    tuner measured 64-row tiles fastest by the most (bench/NOTES.md)."""
+    from fp8gemm.dispatch import general
+
+    for m, n, k in ((64, 4096, 4096), (64, 8192, 4096), (100, 4096, 4096), (256, 1536, 4096)):
+        c = select(m, n, k, gpu=NO_TABLE)
+        assert type(c) is General and c.block_m == 64, (m, n, k, c)
+        assert c.stages * (64 + c.block_n) * 128 <= general.RING64_BYTES or c.stages == 4
+        assert is_valid(GemmDesc(m, n, k), c)
+        assert getattr(select(m, n, k, "float32", gpu=NO_TABLE), "block_m", 128) != 64
+    for m in (1, 16, 32, 513, 1024, 4096):
+        assert getattr(select(m, 4096, 4096, gpu=NO_TABLE), "block_m", 128) != 64
 
 
 def test_fallback_raster_group_rule():
