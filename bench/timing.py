@@ -7,6 +7,12 @@ the flush kernels, and each call's time is the sum of the durations of every ker
 memcpy it launched (a split-K reduction or a layout transpose counts). Launch gaps and host work
 are excluded. The statistic is the median over the calls.
 
+The callables take turns (round robin: one call of each, ``iters`` times over), never a block of
+one then a block of the next. The H200 lowers its clocks under sustained load and recovers over
+more than 100 ms, so a kernel's time depends on what ran in the tens of milliseconds before it: in
+blocks of 20, a compute-bound kernel timed right after another heavy one ran 12-18% slower than
+the same kernel timed first (bench/NOTES.md). Taking turns gives every contender the same history.
+
 Without torch, a fallback times each call with CUDA events after the flush on the same stream.
 """
 from __future__ import annotations
@@ -95,6 +101,11 @@ def split_at_flush(activities, flush_name: str = FLUSH_KERNEL):
     return calls
 
 
+def turns(names: list, iters: int) -> list:
+    """The call order: every name once per round, ``iters`` rounds."""
+    return [name for _ in range(iters) for name in names]
+
+
 def time_calls(fns: dict, flush: L2Flush, iters: int = 20) -> dict:
     """{name: median device microseconds per call} for every callable in ``fns`` (GPU 0 stream)."""
     try:
@@ -103,13 +114,11 @@ def time_calls(fns: dict, flush: L2Flush, iters: int = 20) -> dict:
     except ImportError:
         return _time_calls_events(fns, flush, iters)
     stream = torch.cuda.current_stream().cuda_stream
-    order = []
+    order = turns(list(fns), iters)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for name, fn in fns.items():
-            for _ in range(iters):
-                flush(stream)
-                fn()
-                order.append(name)
+        for name in order:
+            flush(stream)
+            fns[name]()
         torch.cuda.synchronize()
     calls = split_at_flush(_device_activities(prof))
     if len(calls) != len(order):
@@ -124,16 +133,13 @@ def _time_calls_events(fns: dict, flush: L2Flush, iters: int) -> dict:
     import cupy
 
     stream = cupy.cuda.get_current_stream()
-    res = {}
-    for name, fn in fns.items():
-        times = []
-        for _ in range(iters):
-            flush(stream.ptr)
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(stream)
-            fn()
-            end.record(stream)
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
-        res[name] = statistics.median(times)
-    return res
+    per = {}
+    for name in turns(list(fns), iters):
+        flush(stream.ptr)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        fns[name]()
+        end.record(stream)
+        end.synchronize()
+        per.setdefault(name, []).append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+    return {name: statistics.median(v) for name, v in per.items()}

@@ -102,6 +102,14 @@ def test_table_lists_every_row():
     assert len(text.splitlines()) == 2 + 3 and "cuBLASLt" in text
 
 
+def test_calls_take_turns():
+    """Contenders alternate call by call, so that none is timed in a block after another's."""
+    from fp8gemm.bench.timing import turns
+    assert turns(["ours", "peer"], 3) == ["ours", "peer"] * 3
+    assert turns(["x"], 2) == ["x", "x"]
+    assert turns([], 4) == []
+
+
 def test_split_at_flush():
     from fp8gemm.bench.timing import FLUSH_KERNEL, split_at_flush
     acts = [(0, 100_000, FLUSH_KERNEL), (1, 2_000, "gemm"), (2, 500, "reduce"),
