@@ -31,6 +31,9 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
+SCALE_SLOT_BYTES = 16                       # per tile row and stage: the plain GEMM's As slot
+SCALE_LOADS, SCALE_SLOTS_M, SCALE_SLOTS_K = 0, 1, 2   # kScaleTma (general_tiles.cuh ScaleSource)
+NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),)       # the general kernel's last argument, unused
 
 
 def threads(block_m: int) -> int:
@@ -52,11 +55,34 @@ def ring_smem_bytes(block_n: int, stages: int, staging: int, block_m: int = BLOC
     return 1024 + stages * (block_m + block_n) * BLOCK_K + staging + BARRIER_BYTES * stages + 16
 
 
-def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
-    """As many stages as shared memory holds, at most MAX_STAGES (MAX_STAGES_64 for 64-row tiles)."""
+def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M, slot: int = 0) -> int:
+    """As many stages (each with ``slot`` bytes more) as shared memory holds, at most MAX_STAGES
+    (MAX_STAGES_64 for 64-row tiles)."""
     free = MAX_SMEM_PER_BLOCK - 1024 - 16 - staging
     cap = MAX_STAGES if block_m == BLOCK_M else MAX_STAGES_64
-    return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
+    return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES + slot), cap))
+
+
+def scale_slot_bytes(block_m: int, out_dtype: str) -> int:
+    """Per stage, the plain GEMM's As slot (general_tiles.cuh ScaleSource) with coarse promotion
+    (not FP32 out), reserved whether the launch reads As from it or from global memory."""
+    return 0 if out_dtype == "float32" else block_m * SCALE_SLOT_BYTES
+
+
+def scale_source(p, block_m: int):
+    """(kScaleTma, tensor map) of a plain GEMM's As: by TMA into the stage slots where As is
+    M-major or K-major with 16-byte aligned base and stride (a TMA map's rules), from global
+    memory (0, no map) otherwise or for FP32 out (fine promotion). M-major: box {block_m, 1}; K-major:
+    box {4, block_m}, four K blocks per stage of which the consumers take the stage's."""
+    kb = cdiv(p.k, BLOCK_K)
+    if p.out_dtype == "float32" or p.sa_ptr % 16 or p.m < 1:
+        return SCALE_LOADS, tma.ZERO_DESCRIPTOR
+    if p.sa_stride_k == 1 and kb >= 4 and (p.sa_stride_m * 4) % 16 == 0:
+        return SCALE_SLOTS_K, tma.encode_2d(p.sa_ptr, p.m, kb, p.sa_stride_m * 4, block_m, 4, 4, tma.SWIZZLE_NONE)
+    if p.sa_stride_m == 1 and p.m >= block_m and (p.sa_stride_k * 4) % 16 == 0:
+        return SCALE_SLOTS_M, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, block_m, 4, tma.SWIZZLE_NONE)
+    return SCALE_LOADS, tma.ZERO_DESCRIPTOR
+
 
 
 def ring64_stages(block_n: int, most: int) -> int:
@@ -151,7 +177,7 @@ class General(Candidate):
 
     def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
         return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
-                               self.block_m)
+                               self.block_m) + self.stages * scale_slot_bytes(self.block_m, out_dtype)
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
@@ -162,11 +188,13 @@ class General(Candidate):
         return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
-                      swiglu: bool = False) -> tuple:
+                      swiglu: bool = False, scale_tma: int = 0) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU
-        [, kConsumers]]> (the defaulted ones named only when they differ: 64-row tiles name all)."""
+        [, kConsumers[, kScaleTma]]]> (the defaulted ones named only when they differ)."""
         head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[tma_store],
                 FLAG[grouped])
+        if scale_tma:
+            return head + (FLAG[swiglu], self.block_m // 64, scale_tma)
         if self.block_m != BLOCK_M:
             return head + (FLAG[swiglu], self.block_m // 64)
         return head + (("true",) if swiglu else ())
@@ -177,16 +205,20 @@ class General(Candidate):
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         smem = self.smem_bytes(p.out_dtype)
+        source, tmap_sa = scale_source(p, self.block_m)
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.out_dtype, p.out_dtype == "float32", store, False), smem)
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
+                                                      scale_tma=source), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,
                                 cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n), self.block_n,
-                                _splits(self.splits, p.k), None, self.block_m)
+                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa),))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
-        return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
+        """The grouped mode: no scale slots, the tile prefix after the ring."""
+        return (self.smem_bytes(out_dtype) - self.stages * scale_slot_bytes(self.block_m, out_dtype)
+                + prefix_bytes(num_groups))
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """The grouped mode (kGrouped): A and C are all groups' rows, B the groups' weights
@@ -205,7 +237,8 @@ class General(Candidate):
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
         return _persistent_plan(p, kern, self.grouped_smem_bytes(p.out_dtype, gp.num_groups), ldc, tmap_a, tmap_b,
-                                store, tiles, self.block_n, _splits(self.splits, p.k), gp)
+                                store, tiles, self.block_n, _splits(self.splits, p.k), gp,
+                                tail=NO_SCALE_MAP)
 
     @classmethod
     def fallback_block_ns(cls, desc: GemmDesc) -> tuple:
@@ -290,7 +323,8 @@ class General(Candidate):
 
     @staticmethod
     def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
-        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m)
+        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m,
+                          scale_slot_bytes(block_m, out_dtype))
 
 
 @dataclass(frozen=True)
@@ -367,14 +401,15 @@ class SwapAB(General):
 
 
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
-                     splits: int, gp, block_m: int = BLOCK_M) -> Plan:
+                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = ()) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
     a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
-    gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused)."""
+    gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused) +
+    ``tail`` (the general kernel: the As tensor map)."""
     units = tiles * splits
     if gp is None:
         check_grid(units, f"M = {p.m}, N = {p.n}")
     return Plan(p, kern, min(units, sm_count(p.device)), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
-                + group_args(gp) + NO_SWIGLU,
+                + group_args(gp) + NO_SWIGLU + tail,
                 tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n)

@@ -44,7 +44,7 @@
 namespace fp8gemm {
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2>
+          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2, int kScaleTma = 0>
 __global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -63,7 +63,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              int64_t sb_stride_g,
                              // kSwiGLU: out is the FP8 act [M, N = I] (row pitch ldc bytes), these
                              // its scales [M, I / 128], and the clamp.
-                             float* __restrict__ act_scale, float swiglu_limit) {
+                             float* __restrict__ act_scale, float swiglu_limit,
+                             // kScaleTma (general::ScaleSource): As as a TMA map, M-major
+                             // ({M, ceil(K/128)}, box {BLOCK_M, 1}) or K-major (box {4, BLOCK_M}).
+                             const __grid_constant__ TmaDescriptor tmap_sa) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     using CtaShape = Cta<kConsumers>;
@@ -80,6 +83,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kSwiGLU || (kGrouped && !kTmaStore && !kFinePromotion && BLOCK_N == 128),
                   "fused SwiGLU: grouped, direct stores, coarse promotion, 64 gate + 64 up columns");
     static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
+    // NOTES: the plain GEMM with coarse promotion reserves a scale slot per stage whether it reads
+    // As from there (kScaleTma) or not, so that its shared memory depends on the tile alone.
+    constexpr bool kScaleSlots = !kGrouped && !kSwiGLU && !kFinePromotion;
+    static_assert(kScaleTma == kScaleLoads || kScaleSlots, "As by TMA: the plain GEMM, coarse promotion");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -87,8 +94,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
-    using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0,
-                            kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float)), kConsumers>;
+    // kScaleSlots: the hold is the scale slots, [kNumStages][BLOCK_M * kScaleSlotBytes / 4] floats.
+    constexpr uint32_t kSlotFloats = BLOCK_M * kScaleSlotBytes / 4;
+    constexpr uint32_t kHoldBytes = kScaleSlots ? kNumStages * kWgmmaM * kScaleSlotBytes
+                                                : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
+    using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0, kHoldBytes, kConsumers>;
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
@@ -112,11 +122,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
+    if (kScaleTma != kScaleLoads && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
                                                         early_start, producer_sched, producer_first);
     if (warpgroup_idx == 0) {
-        general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped>(tiles, smem, &tmap_a, &tmap_b, early_start,
-                                                                   producer_sched, producer_first);
+        general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped, kScaleTma>(tiles, smem, &tmap_a, &tmap_b,
+                                                                              early_start, producer_sched,
+                                                                              producer_first, &tmap_sa, smem.hold);
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
@@ -193,7 +205,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const auto up_scale = [&](const float* gate) {
                     return gate[static_cast<int64_t>(N / kScaleBlock) * sb_stride_n];
                 };
-                float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
+                // kScaleTma: As comes from the stage's slot (read after its full barrier), only Bs
+                // from global memory.
+                float a0 = 0.0f, a1 = 0.0f, b0 = *pb;                // this block's raw scales
+                if constexpr (kScaleTma == kScaleLoads) { a0 = *pa0; a1 = *pa1; }
+                // This thread's two rows in a stage's slot (kScaleTma), in floats.
+                constexpr uint32_t kRowFloats = scale_box_floats_per_row<kScaleTma>();
+                const uint32_t slot_r0 = row_in_tile * kRowFloats, slot_r1 = (row_in_tile + 8) * kRowFloats;
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
                 if constexpr (!kFinePromotion) {
@@ -237,21 +255,40 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                                                                          : (((i >> 1) & 1) ? u1 : u0));
                     };
                     // Load block kb's raw scales into the pending registers (after promote used them).
-                    const auto take_scales = [&](uint32_t kb) {
+                    // kScaleTma: its As from the slot of ``stage``, which holds block kb until this
+                    // warp's finish() releases it.
+                    const auto take_scales = [&](uint32_t kb, uint32_t stage) {
+                        if constexpr (kScaleTma != kScaleLoads) {
+                            const float* slot = smem.hold + stage * kSlotFloats +
+                                                (kScaleTma == kScaleSlotsK ? (kb & 3u) : 0u);
+                            a0 = slot[slot_r0];
+                            a1 = slot[slot_r1];
+                        }
                         pa0v = a0; pa1v = a1; pbv = b0;
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
                         const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                        pa0 += step * sa_stride_k;
-                        pa1 += step * sa_stride_k;
                         pb += step * sb_stride_k;
-                        a0 = *pa0; a1 = *pa1; b0 = *pb;
+                        b0 = *pb;
+                        if constexpr (kScaleTma == kScaleLoads) {
+                            pa0 += step * sa_stride_k;
+                            pa1 += step * sa_stride_k;
+                            a0 = *pa0; a1 = *pa1;
+                        }
 
                     };
                     uint32_t kb = w.kb_begin;
-                    finish(accum, issue(accum));
-                    take_scales(kb);
+                    {
+                        const uint32_t st = issue(accum);
+                        if constexpr (kScaleTma == kScaleLoads) {
+                            finish(accum, st);
+                            take_scales(kb, st);
+                        } else {                    // the slot before finish() releases the stage
+                            take_scales(kb, st);
+                            finish(accum, st);
+                        }
+                    }
                     ++kb;
                     // NOTES: the loop's two halves mirror each other with the accumulators' roles
                     // swapped, so that each array keeps fixed registers (no copies, no dynamic index).
@@ -260,7 +297,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         {
                             const uint32_t st = issue(acc2);
                             promote(accum);
-                            take_scales(kb);
+                            take_scales(kb, st);
                             finish(acc2, st);
                         }
                         ++kb;
@@ -268,7 +305,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         {
                             const uint32_t st = issue(accum);
                             promote(acc2);
-                            take_scales(kb);
+                            take_scales(kb, st);
                             finish(accum, st);
                         }
                         ++kb;

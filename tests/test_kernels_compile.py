@@ -29,7 +29,9 @@ QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsign
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 # The wg3 kernel's: the general kernel's up to K.
 WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
-PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
+# The general kernel's own: the family's, then the As tensor map (kScaleTma).
+GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor"
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
@@ -233,13 +235,18 @@ def _smem_cases():
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 expr = f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0)>::kBytes"
+                # the plain mode's scale slots (coarse promotion, not FP32 out)
+                slots = f"{stages} * 64 * fp8gemm::general::kScaleSlotBytes" if dt != "float32" else "0"
+                plain = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), {slots}, 2>"
+                         "::kBytes")
                 c = General(bn, stages)
-                cases.append((expr, c.smem_bytes(dt)))
+                cases.append((plain, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
-                expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), 0, 1>"
+                slots = f"{stages} * 64 * fp8gemm::general::kScaleSlotBytes" if dt != "float32" else "0"
+                expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), {slots}, 1>"
                         "::kBytes")
                 cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt)))
         for stages in range(2, general.MAX_STAGES + 1):
