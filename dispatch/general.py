@@ -31,8 +31,7 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
-SCALE_SLOT_BYTES = 16                       # per tile row and stage: the plain GEMM's As slot
-SCALE_LOADS, SCALE_SLOTS_M, SCALE_SLOTS_K = 0, 1, 2   # kScaleTma (general_tiles.cuh ScaleSource)
+SCALE_LOADS, SCALE_SLOTS_M = 0, 1           # kScaleTma (general_tiles.cuh ScaleSource)
 NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),)       # the general kernel's last argument, unused
 
 
@@ -55,33 +54,26 @@ def ring_smem_bytes(block_n: int, stages: int, staging: int, block_m: int = BLOC
     return 1024 + stages * (block_m + block_n) * BLOCK_K + staging + BARRIER_BYTES * stages + 16
 
 
-def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M, slot: int = 0) -> int:
-    """As many stages (each with ``slot`` bytes more) as shared memory holds, at most MAX_STAGES
-    (MAX_STAGES_64 for 64-row tiles)."""
+def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
+    """As many stages as shared memory holds, at most MAX_STAGES (MAX_STAGES_64 for 64-row tiles)."""
     free = MAX_SMEM_PER_BLOCK - 1024 - 16 - staging
     cap = MAX_STAGES if block_m == BLOCK_M else MAX_STAGES_64
-    return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES + slot), cap))
+    return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
 
 
-def scale_slot_bytes(block_m: int, out_dtype: str) -> int:
-    """Per stage, the plain GEMM's As slot (general_tiles.cuh ScaleSource) with coarse promotion
-    (not FP32 out), reserved whether the launch reads As from it or from global memory."""
-    return 0 if out_dtype == "float32" else block_m * SCALE_SLOT_BYTES
-
-
-def scale_source(p, block_m: int):
-    """(kScaleTma, tensor map) of a plain GEMM's As: by TMA into the stage slots where As is
-    M-major or K-major with 16-byte aligned base and stride (a TMA map's rules), from global
-    memory (0, no map) otherwise or for FP32 out (fine promotion). M-major: box {block_m, 1}; K-major:
-    box {4, block_m}, four K blocks per stage of which the consumers take the stage's."""
-    kb = cdiv(p.k, BLOCK_K)
-    if p.out_dtype == "float32" or p.sa_ptr % 16 or p.m < 1:
+def scale_source(p, cand: General):
+    """(kScaleTma, tensor map) of a plain GEMM's As: by TMA into a slot of each stage
+    (SCALE_SLOTS_M, box {block_m rows, 1 K block}) where As is M-major with a 16-byte aligned
+    base and stride (a TMA map's rules), at least a tile of rows, coarse promotion (not FP32 out)
+    and the slots fit beside the configuration's stages; else from global memory (SCALE_LOADS,
+    no map). NOTES: with an M-major As the slots ran 1.05-1.42x the loads' speed on 64-row and
+    128 x 32 tiles, 1.03x on 128 x 128 (bench/NOTES.md); a K-major As reads as fast as that
+    through the loads."""
+    if (p.out_dtype == "float32" or p.sa_ptr % 16 or p.sa_stride_m != 1 or p.m < cand.block_m
+            or (p.sa_stride_k * 4) % 16 or cand.smem_bytes(p.out_dtype, True) > MAX_SMEM_PER_BLOCK):
         return SCALE_LOADS, tma.ZERO_DESCRIPTOR
-    if p.sa_stride_k == 1 and kb >= 4 and (p.sa_stride_m * 4) % 16 == 0:
-        return SCALE_SLOTS_K, tma.encode_2d(p.sa_ptr, p.m, kb, p.sa_stride_m * 4, block_m, 4, 4, tma.SWIZZLE_NONE)
-    if p.sa_stride_m == 1 and p.m >= block_m and (p.sa_stride_k * 4) % 16 == 0:
-        return SCALE_SLOTS_M, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, block_m, 4, tma.SWIZZLE_NONE)
-    return SCALE_LOADS, tma.ZERO_DESCRIPTOR
+    kb = cdiv(p.k, BLOCK_K)
+    return SCALE_SLOTS_M, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE)
 
 
 
@@ -175,9 +167,11 @@ class General(Candidate):
     splits: int = 1
     block_m: int = BLOCK_M
 
-    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
-                               self.block_m) + self.stages * scale_slot_bytes(self.block_m, out_dtype)
+    def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: bool = False) -> int:
+        """The ring, the TMA-store staging and (``scale_slots``: As by TMA) a float per tile row
+        and stage."""
+        return (ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
+                                self.block_m) + (self.stages * self.block_m * 4 if scale_slots else 0))
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
@@ -204,8 +198,8 @@ class General(Candidate):
         accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
-        smem = self.smem_bytes(p.out_dtype)
-        source, tmap_sa = scale_source(p, self.block_m)
+        source, tmap_sa = scale_source(p, self)
+        smem = self.smem_bytes(p.out_dtype, source == SCALE_SLOTS_M)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
                                                       scale_tma=source), smem)
@@ -216,9 +210,7 @@ class General(Candidate):
                                 _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa),))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
-        """The grouped mode: no scale slots, the tile prefix after the ring."""
-        return (self.smem_bytes(out_dtype) - self.stages * scale_slot_bytes(self.block_m, out_dtype)
-                + prefix_bytes(num_groups))
+        return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """The grouped mode (kGrouped): A and C are all groups' rows, B the groups' weights
@@ -323,8 +315,7 @@ class General(Candidate):
 
     @staticmethod
     def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
-        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m,
-                          scale_slot_bytes(block_m, out_dtype))
+        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m)
 
 
 @dataclass(frozen=True)

@@ -75,14 +75,12 @@ enum Barrier : uint32_t {
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 
 /// Where the plain GEMM's consumers read As (the general kernel's kScaleTma): from global memory
-/// (kScaleLoads), or from a slot of each ring stage that the producer fills by TMA with the
-/// stage's A box, from an M-major As (kScaleSlotsM: box {BLOCK_M rows, 1 K block}, slot [row]) or
-/// a K-major one (kScaleSlotsK: box {4 K blocks, BLOCK_M rows}, slot [row][4], the stage's block
-/// at kb % 4). The slots take kScaleSlotBytes per tile row and stage in either mode.
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsM = 1, kScaleSlotsK = 2 };
-constexpr uint32_t kScaleSlotBytes = 4 * 4;
-template <int kScaleTma>
-__host__ __device__ constexpr uint32_t scale_box_floats_per_row() { return kScaleTma == kScaleSlotsK ? 4u : 1u; }
+/// (kScaleLoads), or, for an M-major As, from a slot of each ring stage that the producer fills
+/// by TMA on the stage's full barrier (kScaleSlotsM: box {BLOCK_M rows, 1 K block}, one contiguous
+/// row of As; slot [row]). NOTES: a K-major As would need a box of 16 bytes from each of the
+/// BLOCK_M rows, and TMA pays per row: such slots ran 0.55-0.8x the loads' speed on small tiles
+/// (bench/NOTES.md), so a K-major As keeps the loads.
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsM = 1 };
 
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
 /// BLOCK_N-row B stages, the TMA-store staging of each consumer warpgroup, the fused SwiGLU's
@@ -185,7 +183,7 @@ __host__ __device__ constexpr uint32_t general_max_box_shift() {
 /// kSubTiles passes over its K range each (two under the fused SwiGLU: 64 gate + 64 up rows of B
 /// per stage, two TMA boxes), one stage of A and B per K block. ``first``: the first unit's loads,
 /// located before the CTA sync (or just now). kScaleTma (general::ScaleSource): also the stage's
-/// As box into its slot in ``scale_slots`` ([kNumStages][kRows * kScaleSlotBytes / 4] floats).
+/// As box into its slot in ``scale_slots`` ([kNumStages][kRows] floats).
 template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, int kScaleTma = 0, class Tiles, class Smem>
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
@@ -193,9 +191,7 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
                                               float* scale_slots) {
     constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
-    constexpr uint32_t kSlotFloats = Tiles::kRows * general::kScaleSlotBytes / 4;
-    constexpr uint32_t kScaleBoxBytes =
-        kScaleTma == 0 ? 0u : Tiles::kRows * 4u * general::scale_box_floats_per_row<kScaleTma>();
+    constexpr uint32_t kScaleBoxBytes = kScaleTma == general::kScaleLoads ? 0u : Tiles::kRows * 4u;
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
     UnitLoads l = first;
@@ -209,9 +205,7 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
                 mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kScaleBoxBytes);
                 tma_load_2d(smem.a + pipe.stage * kAStage, tmap_a, bar, kb * general::BLOCK_K, l.a_row);
                 if constexpr (kScaleTma == general::kScaleSlotsM)
-                    tma_load_2d(scale_slots + pipe.stage * kSlotFloats, tmap_sa, bar, l.s_row, kb);
-                else if constexpr (kScaleTma == general::kScaleSlotsK)
-                    tma_load_2d(scale_slots + pipe.stage * kSlotFloats, tmap_sa, bar, kb & ~3u, l.s_row);
+                    tma_load_2d(scale_slots + pipe.stage * Tiles::kRows, tmap_sa, bar, l.s_row, kb);
                 uint8_t* b_stage = smem.b + pipe.stage * kBStage;
                 if constexpr (kSwiGLU) {
                     const uint32_t gate_row = l.b_row + sub * swiglu::kActCols;

@@ -64,8 +64,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              // kSwiGLU: out is the FP8 act [M, N = I] (row pitch ldc bytes), these
                              // its scales [M, I / 128], and the clamp.
                              float* __restrict__ act_scale, float swiglu_limit,
-                             // kScaleTma (general::ScaleSource): As as a TMA map, M-major
-                             // ({M, ceil(K/128)}, box {BLOCK_M, 1}) or K-major (box {4, BLOCK_M}).
+                             // kScaleTma (general::ScaleSource): the M-major As as a TMA map
+                             // (inner dimension M, box {BLOCK_M, 1}).
                              const __grid_constant__ TmaDescriptor tmap_sa) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
@@ -83,10 +83,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kSwiGLU || (kGrouped && !kTmaStore && !kFinePromotion && BLOCK_N == 128),
                   "fused SwiGLU: grouped, direct stores, coarse promotion, 64 gate + 64 up columns");
     static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
-    // NOTES: the plain GEMM with coarse promotion reserves a scale slot per stage whether it reads
-    // As from there (kScaleTma) or not, so that its shared memory depends on the tile alone.
-    constexpr bool kScaleSlots = !kGrouped && !kSwiGLU && !kFinePromotion;
-    static_assert(kScaleTma == kScaleLoads || kScaleSlots, "As by TMA: the plain GEMM, coarse promotion");
+    static_assert(kScaleTma == kScaleLoads || !(kGrouped || kSwiGLU || kFinePromotion),
+                  "As by TMA: the plain GEMM with coarse promotion");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -94,10 +92,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
-    // kScaleSlots: the hold is the scale slots, [kNumStages][BLOCK_M * kScaleSlotBytes / 4] floats.
-    constexpr uint32_t kSlotFloats = BLOCK_M * kScaleSlotBytes / 4;
-    constexpr uint32_t kHoldBytes = kScaleSlots ? kNumStages * kWgmmaM * kScaleSlotBytes
-                                                : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
+    // kScaleTma: the hold is the scale slots, [kNumStages][BLOCK_M] floats.
+    constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kWgmmaM * 4u
+                                                             : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
     using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0, kHoldBytes, kConsumers>;
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
@@ -207,11 +204,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 };
                 // kScaleTma: As comes from the stage's slot (read after its full barrier), only Bs
                 // from global memory.
-                float a0 = 0.0f, a1 = 0.0f, b0 = *pb;                // this block's raw scales
+                float a0 = 0.0f, a1 = 0.0f, b0;                      // this block's raw scales
                 if constexpr (kScaleTma == kScaleLoads) { a0 = *pa0; a1 = *pa1; }
-                // This thread's two rows in a stage's slot (kScaleTma), in floats.
-                constexpr uint32_t kRowFloats = scale_box_floats_per_row<kScaleTma>();
-                const uint32_t slot_r0 = row_in_tile * kRowFloats, slot_r1 = (row_in_tile + 8) * kRowFloats;
+                b0 = *pb;
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
                 if constexpr (!kFinePromotion) {
@@ -259,23 +254,22 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // warp's finish() releases it.
                     const auto take_scales = [&](uint32_t kb, uint32_t stage) {
                         if constexpr (kScaleTma != kScaleLoads) {
-                            const float* slot = smem.hold + stage * kSlotFloats +
-                                                (kScaleTma == kScaleSlotsK ? (kb & 3u) : 0u);
-                            a0 = slot[slot_r0];
-                            a1 = slot[slot_r1];
+                            const float* slot = smem.hold + stage * BLOCK_M;
+                            a0 = slot[row_in_tile];
+                            a1 = slot[row_in_tile + 8];
                         }
                         pa0v = a0; pa1v = a1; pbv = b0;
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
                         const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                        pb += step * sb_stride_k;
-                        b0 = *pb;
                         if constexpr (kScaleTma == kScaleLoads) {
                             pa0 += step * sa_stride_k;
                             pa1 += step * sa_stride_k;
-                            a0 = *pa0; a1 = *pa1;
                         }
+                        pb += step * sb_stride_k;
+                        if constexpr (kScaleTma == kScaleLoads) { a0 = *pa0; a1 = *pa1; }
+                        b0 = *pb;
 
                     };
                     uint32_t kb = w.kb_begin;

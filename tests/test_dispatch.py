@@ -264,9 +264,10 @@ def test_fallback_raster_group_rule():
 
 
 def test_scale_source_follows_the_layout(monkeypatch):
-    """As goes by TMA into the stage slots only where a TMA map can describe it (16-byte aligned
-    base and stride; K-major with at least 4 K blocks, M-major with at least a tile of rows), and
-    never for FP32 out; otherwise the consumers read it from global memory."""
+    """As goes by TMA into the stage slots only where it is M-major and a TMA map can describe it
+    (16-byte aligned base and stride), with at least a tile of rows, coarse promotion (not FP32
+    out) and room for the slots beside the stages; otherwise the consumers read it from global
+    memory (a K-major As always)."""
     import types
 
     from fp8gemm import tma
@@ -274,19 +275,17 @@ def test_scale_source_follows_the_layout(monkeypatch):
     maps = []
     monkeypatch.setattr(tma, "encode_2d", lambda *args: maps.append(args) or "map")
 
-    def source(m=256, k=4096, sm=32, sk=1, ptr=1 << 20, dt="bfloat16", block_m=128):
+    def source(m=256, k=4096, sm=1, sk=256, ptr=1 << 20, dt="bfloat16", cand=g.General(128, 5)):
         p = types.SimpleNamespace(out_dtype=dt, sa_ptr=ptr, k=k, m=m, sa_stride_m=sm, sa_stride_k=sk)
-        return g.scale_source(p, block_m)[0]
+        return g.scale_source(p, cand)[0]
 
-    assert source() == g.SCALE_SLOTS_K
-    assert maps[-1] == (1 << 20, 256, 32, 128, 128, 4, 4, tma.SWIZZLE_NONE)      # {4 K blocks, 128 rows}
-    assert source(sm=1, sk=256) == g.SCALE_SLOTS_M
+    assert source() == g.SCALE_SLOTS_M
     assert maps[-1] == (1 << 20, 32, 256, 1024, 1, 128, 4, tma.SWIZZLE_NONE)     # {128 rows, 1 K block}
+    assert source(sm=32, sk=1) == g.SCALE_LOADS                                   # K-major
     assert source(dt="float32") == g.SCALE_LOADS                                  # fine promotion
     assert source(ptr=(1 << 20) + 4) == g.SCALE_LOADS                             # base not 16-byte aligned
-    assert source(sm=33, k=33 * 128) == g.SCALE_LOADS                             # row stride 132 B
-    assert source(sm=4, k=384) == g.SCALE_LOADS                                   # 3 K blocks
-    assert source(m=100, sm=1, sk=100) == g.SCALE_LOADS                           # M-major, 400-byte stride
-    assert source(m=100, sm=1, sk=104) == g.SCALE_LOADS                           # fewer rows than a tile
-    assert source(m=100, sm=1, sk=104, block_m=64) == g.SCALE_SLOTS_M
-    assert source(m=0) == g.SCALE_LOADS
+    assert source(m=100, sk=100) == g.SCALE_LOADS                                 # 400-byte stride
+    assert source(m=100, sk=104) == g.SCALE_LOADS                                 # fewer rows than a tile
+    assert source(m=100, sk=104, cand=g.General(32, 8, 8, 1, 64)) == g.SCALE_SLOTS_M
+    assert source(cand=g.General(128, 6)) == g.SCALE_LOADS                        # 6 stages leave no room
+    assert g.General(128, 6).smem_bytes() <= g.MAX_SMEM_PER_BLOCK < g.General(128, 6).smem_bytes("bfloat16", True)

@@ -82,6 +82,16 @@ def _instantiations():
                   (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
         seen.add(_instance(c, dt, False))
         seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
+    # As by TMA (an M-major As): every plain tile above whose slots fit, with either store path.
+    from fp8gemm.dispatch.general import SCALE_SLOTS_M
+    for variant, targs in list(seen):
+        if variant == G.variant and len(targs) >= 7 and targs[6] == "false" and targs[4] == "false" \
+                and (len(targs) < 8 or targs[7] == "false"):
+            block_n, stages, block_m = targs[0], targs[1], 64 * (targs[8] if len(targs) > 8 else 2)
+            dt = next(d for d, t in OUT_TYPE_IDS.items() if t == targs[2])
+            c = General(block_n, stages, targs[3], 1, block_m)
+            if dt != "float32" and c.smem_bytes(dt, True) <= 232448:
+                seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=SCALE_SLOTS_M)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
@@ -235,24 +245,25 @@ def _smem_cases():
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 expr = f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0)>::kBytes"
-                # the plain mode's scale slots (coarse promotion, not FP32 out)
-                slots = f"{stages} * 64 * fp8gemm::general::kScaleSlotBytes" if dt != "float32" else "0"
-                plain = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), {slots}, 2>"
-                         "::kBytes")
                 c = General(bn, stages)
-                cases.append((plain, c.smem_bytes(dt)))
+                cases.append((expr, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
+                if dt != "float32":                                                # As by TMA: slots
+                    slots = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
+                             f"{stages} * 64 * 4, 2>::kBytes")
+                    cases.append((slots, c.smem_bytes(dt, True)))
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
-                slots = f"{stages} * 64 * fp8gemm::general::kScaleSlotBytes" if dt != "float32" else "0"
-                expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), {slots}, 1>"
-                        "::kBytes")
-                cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt)))
+                for slots in ((False, True) if dt != "float32" else (False,)):
+                    expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
+                            f"{stages * 64 * 4 if slots else 0}, 1>::kBytes")
+                    cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt, slots)))
         for stages in range(2, general.MAX_STAGES + 1):
             for bn in general.SWAP_BLOCK_NS:
                 c = SwapAB(bn, stages)
                 cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", c.smem_bytes(dt)))
+                cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes + 16", c.grouped_smem_bytes(dt, 3)))
             for bn in wg3.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 ring = "fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, {staging}>::kBytes"

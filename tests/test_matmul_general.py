@@ -465,40 +465,48 @@ def test_torch_cuda_graph_capture_and_replay(m, n, k):
     check(out, second)
 
 
-def _scales_for_source(sa, source):
-    """a_scale [M, Kb] copied into a NaN-filled buffer, laid out for one As source: K-major or
-    M-major with a 16-byte aligned base and stride (the stage slots by TMA), or K-major at a
-    4-byte offset (read from global memory)."""
-    from fp8gemm.dispatch.general import SCALE_SLOTS_K, SCALE_SLOTS_M
+# a_scale layouts and the As source each gets (dispatch/general.py: scale_source)
+SCALE_LAYOUTS = {"k-major": "loads", "k-major, 4-byte offset": "loads", "m-major": "slots",
+                 "m-major, 4-byte offset": "loads"}
+
+
+def _scales_in_layout(sa, layout):
+    """a_scale [M, Kb] copied into a NaN-filled buffer in ``layout``: K-major or M-major, with a
+    16-byte aligned base and stride, or at a 4-byte offset."""
     m, kb = sa.shape
-    if source == SCALE_SLOTS_K:
-        return poisoned(sa, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
-    if source == SCALE_SLOTS_M:
-        return poisoned(sa.T, np.nan, pad_cols=(-m) % 4 + 4, col0=4)[0].T
-    return poisoned(sa, np.nan, pad_cols=4, col0=1)[0]
+    col0 = 1 if "offset" in layout else 4
+    if layout.startswith("k-major"):
+        return poisoned(sa, np.nan, pad_cols=(-kb) % 4 + 4, col0=col0)[0]
+    return poisoned(sa.T, np.nan, pad_cols=(-m) % 4 + 4, col0=col0)[0].T
 
 
 @pytest.mark.parametrize("cfg", [General(128, 5), General(64, 6), General(32, 8, 8, 1, 64), General(128, 4, 8, 3),
-                                 General(16, 6, 8, 2, 64)], ids=lambda c: c.label())
+                                 General(16, 6, 8, 2, 64), General(32, 16, 8, 1, 64)], ids=lambda c: c.label())
 @pytest.mark.parametrize("m,n,k,out_dtype", [(200, 300, 1040, "bfloat16"), (130, 1000, 7168, "float16"),
-                                             (257, 136, 4096, "bfloat16"), (128, 256, 512, "bfloat16")])
+                                             (257, 136, 4096, "bfloat16"), (128, 256, 512, "bfloat16"),
+                                             (64, 512, 256, "bfloat16")])
 def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg):
-    """The plain GEMM reads As from its stage slots (filled by TMA from a K-major or an M-major
-    As) or from global memory, depending on the layout; all three give the same bits, the slots
-    read nothing of the NaN border around As, and every one passes the accuracy check."""
+    """The plain GEMM reads As from its stage slots (filled by TMA from an M-major As) or from
+    global memory, depending on the layout; every layout gives the same bits, the slots read
+    nothing of the NaN border around As, and every one passes the accuracy check."""
     import types
 
     import cupy
-    from fp8gemm.dispatch.general import SCALE_LOADS, SCALE_SLOTS_K, SCALE_SLOTS_M, scale_source
+    from fp8gemm.dispatch.general import SCALE_LOADS, SCALE_SLOTS_M, scale_source
     case = random_case(m, n, k, seed=21)
+    if not cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
+        pytest.skip(f"{cfg.label()} does not take {m} x {n} x {k}")
     results = {}
-    for source in (SCALE_LOADS, SCALE_SLOTS_K, SCALE_SLOTS_M):
-        sa = _scales_for_source(case.a_scale, source)
+    for layout, want in SCALE_LAYOUTS.items():
+        sa = _scales_in_layout(case.a_scale, layout)
         stub = types.SimpleNamespace(out_dtype=out_dtype, sa_ptr=sa.data.ptr, k=k, m=m,
                                      sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4)
-        assert scale_source(stub, cfg.block_m)[0] == source, (source, sa.strides)
+        fits = m >= cfg.block_m and cfg.smem_bytes(out_dtype, True) <= 232448
+        expect = SCALE_SLOTS_M if want == "slots" and fits else SCALE_LOADS
+        assert scale_source(stub, cfg)[0] == expect, (layout, sa.strides)
         out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
-        results[source] = cupy.asarray(out).view(cupy.uint16)
-    for source in (SCALE_SLOTS_K, SCALE_SLOTS_M):
-        assert bool((results[source] == results[SCALE_LOADS]).all()), f"source {source} differs from global loads"
+        results[layout] = cupy.asarray(out).view(cupy.uint16)
+    base = results["k-major"]
+    for layout, got in results.items():
+        assert bool((got == base).all()), f"{layout} differs from the K-major result"
