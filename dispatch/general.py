@@ -31,8 +31,9 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
-SCALE_LOADS, SCALE_SLOTS_M = 0, 1           # kScaleTma (general_tiles.cuh ScaleSource)
-NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),)       # the general kernel's last argument, unused
+SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B = 0, 1, 2   # kScaleTma bits (general_tiles.cuh ScaleSource)
+B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
+NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),) * 2   # the general kernel's last arguments, unused
 
 
 def threads(block_m: int) -> int:
@@ -62,18 +63,30 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
 
 
 def scale_source(p, cand: General):
-    """(kScaleTma, tensor map) of a plain GEMM's As: by TMA into a slot of each stage
-    (SCALE_SLOTS_M, box {block_m rows, 1 K block}) where As is M-major with a 16-byte aligned
-    base and stride (a TMA map's rules), at least a tile of rows, coarse promotion (not FP32 out)
-    and the slots fit beside the configuration's stages; else from global memory (SCALE_LOADS,
-    no map). NOTES: with an M-major As the slots ran 1.05-1.42x the loads' speed on 64-row and
-    128 x 32 tiles, 1.03x on 128 x 128 (bench/NOTES.md); a K-major As reads as fast as that
-    through the loads."""
-    if (p.out_dtype == "float32" or p.sa_ptr % 16 or p.sa_stride_m != 1 or p.m < cand.block_m
-            or (p.sa_stride_k * 4) % 16 or cand.smem_bytes(p.out_dtype, True) > MAX_SMEM_PER_BLOCK):
-        return SCALE_LOADS, tma.ZERO_DESCRIPTOR
+    """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): which
+    scales go by TMA into slots of each stage, where a TMA map can describe them (16-byte aligned
+    base and stride) and the slots fit beside the configuration's stages (both, else Bs alone,
+    else As alone), the others read from global memory. As (SCALE_SLOTS_A): M-major, at least a
+    tile of rows, box {block_m rows, 1 K block}. Bs (SCALE_SLOTS_B): K-major, at least 4 K
+    blocks, box {4 K blocks, 1 row}. NOTES: with an M-major As the A slots ran 1.05-1.42x the
+    loads' speed on 64-row and 128 x 32 tiles, 1.03x on 128 x 128 (bench/NOTES.md); a K-major As
+    reads as fast as that through the loads, and its box would be 16 bytes from each tile row."""
+    none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
+    if p.out_dtype == "float32":
+        return none
     kb = cdiv(p.k, BLOCK_K)
-    return SCALE_SLOTS_M, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE)
+    a_ok = (p.sa_ptr % 16 == 0 and p.sa_stride_m == 1 and p.m >= cand.block_m and (p.sa_stride_k * 4) % 16 == 0)
+    b_ok = p.sb_ptr % 16 == 0 and p.sb_stride_k == 1 and kb >= 4 and (p.sb_stride_n * 4) % 16 == 0
+    for mask in (SCALE_SLOTS_A | SCALE_SLOTS_B, SCALE_SLOTS_B, SCALE_SLOTS_A):
+        if (mask & SCALE_SLOTS_A and not a_ok) or (mask & SCALE_SLOTS_B and not b_ok):
+            continue
+        if cand.smem_bytes(p.out_dtype, mask) <= MAX_SMEM_PER_BLOCK:
+            tmap_sa = (tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE)
+                       if mask & SCALE_SLOTS_A else tma.ZERO_DESCRIPTOR)
+            tmap_sb = (tma.encode_2d(p.sb_ptr, cdiv(p.n, BLOCK_K), kb, p.sb_stride_n * 4, 1, 4, 4, tma.SWIZZLE_NONE)
+                       if mask & SCALE_SLOTS_B else tma.ZERO_DESCRIPTOR)
+            return mask, tmap_sa, tmap_sb
+    return none
 
 
 
@@ -167,11 +180,13 @@ class General(Candidate):
     splits: int = 1
     block_m: int = BLOCK_M
 
-    def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: bool = False) -> int:
-        """The ring, the TMA-store staging and (``scale_slots``: As by TMA) a float per tile row
-        and stage."""
-        return (ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
-                                self.block_m) + (self.stages * self.block_m * 4 if scale_slots else 0))
+    def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: int = SCALE_LOADS) -> int:
+        """The ring, the TMA-store staging and the scale slots of ``scale_slots`` (a kScaleTma
+        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage."""
+        slots = (self.block_m * 4 if scale_slots & SCALE_SLOTS_A else 0) + \
+            (B_SLOT_BYTES if scale_slots & SCALE_SLOTS_B else 0)
+        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
+                               self.block_m) + self.stages * slots
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
@@ -198,8 +213,8 @@ class General(Candidate):
         accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
-        source, tmap_sa = scale_source(p, self)
-        smem = self.smem_bytes(p.out_dtype, source == SCALE_SLOTS_M)
+        source, tmap_sa, tmap_sb = scale_source(p, self)
+        smem = self.smem_bytes(p.out_dtype, source)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
                                                       scale_tma=source), smem)
@@ -207,7 +222,7 @@ class General(Candidate):
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,
                                 cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n), self.block_n,
-                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa),))
+                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa), ("desc", tmap_sb)))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
         return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)

@@ -74,13 +74,21 @@ enum Barrier : uint32_t {
 };
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 
-/// Where the plain GEMM's consumers read As (the general kernel's kScaleTma): from global memory
-/// (kScaleLoads), or, for an M-major As, from a slot of each ring stage that the producer fills
-/// by TMA on the stage's full barrier (kScaleSlotsM: box {BLOCK_M rows, 1 K block}, one contiguous
-/// row of As; slot [row]). NOTES: a K-major As would need a box of 16 bytes from each of the
-/// BLOCK_M rows, and TMA pays per row: such slots ran 0.55-0.8x the loads' speed on small tiles
-/// (bench/NOTES.md), so a K-major As keeps the loads.
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsM = 1 };
+/// Where the plain GEMM's consumers read the scales (the general kernel's kScaleTma, a mask):
+/// from global memory (kScaleLoads), or from slots of each ring stage that the producer fills by
+/// TMA on the stage's full barrier: kScaleSlotsA, an M-major As (box {BLOCK_M rows, 1 K block},
+/// one contiguous row of As; slot [row]); kScaleSlotsB, a K-major Bs (box {4 K blocks, the
+/// tile's one Bs row}, 16 bytes; slot [4], the stage's block at kb % 4). NOTES: a K-major As
+/// would need a box of 16 bytes from each of the BLOCK_M rows, and TMA pays per row: such slots
+/// ran 0.55-0.8x the loads' speed on small tiles (bench/NOTES.md), so a K-major As keeps the
+/// loads. Layout in the hold: the A slots [kNumStages][BLOCK_M], then the B slots
+/// [kNumStages][kBSlotFloats] (16 bytes used of 128: a TMA destination is 128-byte aligned).
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2 };
+constexpr uint32_t kBSlotFloats = 32;
+template <int kScaleTma, uint32_t kRows>
+__host__ __device__ constexpr uint32_t scale_slot_floats() {
+    return ((kScaleTma & kScaleSlotsA) ? kRows : 0u) + ((kScaleTma & kScaleSlotsB) ? kBSlotFloats : 0u);
+}
 
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
 /// BLOCK_N-row B stages, the TMA-store staging of each consumer warpgroup, the fused SwiGLU's
@@ -92,11 +100,11 @@ using Smem = RingSmem<Cta<kConsumers>::BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNu
                       kConsumers * kHoldBytes, 16>;
 }  // namespace general
 
-/// A work unit's loads: its K range, where its A box starts, the first row of its B box, and its
-/// first tile row (the As box of kScaleSlots*).
+/// A work unit's loads: its K range, where its A box starts, the first row of its B box, its
+/// first tile row (the As box of kScaleSlotsA) and its Bs row (kScaleSlotsB).
 struct UnitLoads {
     WorkUnit w;
-    uint32_t a_row, b_row, s_row;
+    uint32_t a_row, b_row, s_row, sb_row;
 };
 
 /// The tile space of one launch and where each work unit's boxes lie. ``kMaxBoxShift``: how many
@@ -164,6 +172,7 @@ struct GeneralTiles {
         uint32_t a_shift;
         a_box(t, l.a_row, a_shift);
         l.s_row = t.row_base;
+        l.sb_row = t.col_base / kScaleBlock;
         // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused SwiGLU:
         // [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
         l.b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
@@ -183,15 +192,18 @@ __host__ __device__ constexpr uint32_t general_max_box_shift() {
 /// kSubTiles passes over its K range each (two under the fused SwiGLU: 64 gate + 64 up rows of B
 /// per stage, two TMA boxes), one stage of A and B per K block. ``first``: the first unit's loads,
 /// located before the CTA sync (or just now). kScaleTma (general::ScaleSource): also the stage's
-/// As box into its slot in ``scale_slots`` ([kNumStages][kRows] floats).
+/// As and / or Bs box into its slots in ``scale_slots`` (general::ScaleSource's layout).
 template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, int kScaleTma = 0, class Tiles, class Smem>
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
                                               const TmaDescriptor* tmap_b, const TmaDescriptor* tmap_sa,
-                                              float* scale_slots) {
+                                              const TmaDescriptor* tmap_sb, float* scale_slots) {
     constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
-    constexpr uint32_t kScaleBoxBytes = kScaleTma == general::kScaleLoads ? 0u : Tiles::kRows * 4u;
+    constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0;
+    constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0;
+    constexpr uint32_t kScaleBoxBytes = (kSlotsA ? Tiles::kRows * 4u : 0u) + (kSlotsB ? 16u : 0u);   // the boxes
+    float* b_slots = scale_slots + (kSlotsA ? kNumStages * Tiles::kRows : 0u);
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
     UnitLoads l = first;
@@ -204,8 +216,9 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
                 Mbarrier* bar = &smem.full_bar[pipe.stage];
                 mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kScaleBoxBytes);
                 tma_load_2d(smem.a + pipe.stage * kAStage, tmap_a, bar, kb * general::BLOCK_K, l.a_row);
-                if constexpr (kScaleTma == general::kScaleSlotsM)
-                    tma_load_2d(scale_slots + pipe.stage * Tiles::kRows, tmap_sa, bar, l.s_row, kb);
+                if constexpr (kSlotsA) tma_load_2d(scale_slots + pipe.stage * Tiles::kRows, tmap_sa, bar, l.s_row, kb);
+                if constexpr (kSlotsB)
+                    tma_load_2d(b_slots + pipe.stage * general::kBSlotFloats, tmap_sb, bar, kb & ~3u, l.sb_row);
                 uint8_t* b_stage = smem.b + pipe.stage * kBStage;
                 if constexpr (kSwiGLU) {
                     const uint32_t gate_row = l.b_row + sub * swiglu::kActCols;
@@ -248,6 +261,7 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
                                                  const TmaDescriptor* tmap_b, bool early_start,
                                                  typename Tiles::Scheduler& producer_sched, UnitLoads producer_first,
                                                  const TmaDescriptor* tmap_sa = nullptr,
+                                                 const TmaDescriptor* tmap_sb = nullptr,
                                                  float* scale_slots = nullptr) {
     if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
     if (threadIdx.x == general::kProducerThread) {
@@ -257,7 +271,7 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
         UnitLoads l = producer_first;
         if (!early_start && blockIdx.x < producer_sched.num_units) l = tiles.loads(producer_sched, blockIdx.x);
         produce_units<kNumStages, kSubTiles, kSwiGLU, kScaleTma>(tiles, producer_sched, l, smem, tmap_a, tmap_b,
-                                                                 tmap_sa, scale_slots);
+                                                                 tmap_sa, tmap_sb, scale_slots);
     }
 }
 

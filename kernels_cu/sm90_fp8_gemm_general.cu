@@ -65,8 +65,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              // its scales [M, I / 128], and the clamp.
                              float* __restrict__ act_scale, float swiglu_limit,
                              // kScaleTma (general::ScaleSource): the M-major As as a TMA map
-                             // (inner dimension M, box {BLOCK_M, 1}).
-                             const __grid_constant__ TmaDescriptor tmap_sa) {
+                             // (inner dimension M, box {BLOCK_M, 1}) and the K-major Bs (inner
+                             // dimension K / 128, box {4, 1}).
+                             const __grid_constant__ TmaDescriptor tmap_sa,
+                             const __grid_constant__ TmaDescriptor tmap_sb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     using CtaShape = Cta<kConsumers>;
@@ -92,8 +94,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
-    // kScaleTma: the hold is the scale slots, [kNumStages][BLOCK_M] floats.
-    constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kWgmmaM * 4u
+    // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
+    constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
+    constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
+    static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
+    constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
                                                              : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
     using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0, kHoldBytes, kConsumers>;
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
@@ -119,13 +124,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
-    if (kScaleTma != kScaleLoads && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if (kSlotsA && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if (kSlotsB && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
                                                         early_start, producer_sched, producer_first);
     if (warpgroup_idx == 0) {
         general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped, kScaleTma>(tiles, smem, &tmap_a, &tmap_b,
                                                                               early_start, producer_sched,
-                                                                              producer_first, &tmap_sa, smem.hold);
+                                                                              producer_first, &tmap_sa, &tmap_sb,
+                                                                              smem.hold);
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
@@ -202,11 +209,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const auto up_scale = [&](const float* gate) {
                     return gate[static_cast<int64_t>(N / kScaleBlock) * sb_stride_n];
                 };
-                // kScaleTma: As comes from the stage's slot (read after its full barrier), only Bs
-                // from global memory.
-                float a0 = 0.0f, a1 = 0.0f, b0;                      // this block's raw scales
-                if constexpr (kScaleTma == kScaleLoads) { a0 = *pa0; a1 = *pa1; }
-                b0 = *pb;
+                // kScaleTma: As and / or Bs come from the stage's slots (read after its full
+                // barrier), the others from global memory.
+                float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f;               // this block's raw scales
+                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                if constexpr (!kSlotsB) b0 = *pb;
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
                 if constexpr (!kFinePromotion) {
@@ -250,26 +257,28 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                                                                          : (((i >> 1) & 1) ? u1 : u0));
                     };
                     // Load block kb's raw scales into the pending registers (after promote used them).
-                    // kScaleTma: its As from the slot of ``stage``, which holds block kb until this
-                    // warp's finish() releases it.
+                    // kScaleTma: from the slots of ``stage``, which hold block kb until this warp's
+                    // finish() releases it.
                     const auto take_scales = [&](uint32_t kb, uint32_t stage) {
-                        if constexpr (kScaleTma != kScaleLoads) {
+                        if constexpr (kSlotsA) {
                             const float* slot = smem.hold + stage * BLOCK_M;
                             a0 = slot[row_in_tile];
                             a1 = slot[row_in_tile + 8];
                         }
+                        if constexpr (kSlotsB)
+                            b0 = smem.hold[(kSlotsA ? kNumStages * BLOCK_M : 0u) + stage * kBSlotFloats + (kb & 3u)];
                         pa0v = a0; pa1v = a1; pbv = b0;
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
                         const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                        if constexpr (kScaleTma == kScaleLoads) {
+                        if constexpr (!kSlotsA) {
                             pa0 += step * sa_stride_k;
                             pa1 += step * sa_stride_k;
                         }
-                        pb += step * sb_stride_k;
-                        if constexpr (kScaleTma == kScaleLoads) { a0 = *pa0; a1 = *pa1; }
-                        b0 = *pb;
+                        if constexpr (!kSlotsB) pb += step * sb_stride_k;
+                        if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                        if constexpr (!kSlotsB) b0 = *pb;
 
                     };
                     uint32_t kb = w.kb_begin;

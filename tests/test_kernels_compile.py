@@ -29,8 +29,8 @@ QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsign
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 # The wg3 kernel's: the general kernel's up to K.
 WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
-# The general kernel's own: the family's, then the As tensor map (kScaleTma).
-GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor"
+# The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
+GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
@@ -82,16 +82,16 @@ def _instantiations():
                   (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
         seen.add(_instance(c, dt, False))
         seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
-    # As by TMA (an M-major As): every plain tile above whose slots fit, with either store path.
-    from fp8gemm.dispatch.general import SCALE_SLOTS_M
+    # Scales by TMA: every plain tile above with each slot mask whose slots fit.
     for variant, targs in list(seen):
         if variant == G.variant and len(targs) >= 7 and targs[6] == "false" and targs[4] == "false" \
                 and (len(targs) < 8 or targs[7] == "false"):
             block_n, stages, block_m = targs[0], targs[1], 64 * (targs[8] if len(targs) > 8 else 2)
             dt = next(d for d, t in OUT_TYPE_IDS.items() if t == targs[2])
             c = General(block_n, stages, targs[3], 1, block_m)
-            if dt != "float32" and c.smem_bytes(dt, True) <= 232448:
-                seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=SCALE_SLOTS_M)))
+            for mask in (1, 2, 3):
+                if dt != "float32" and c.smem_bytes(dt, mask) <= 232448:
+                    seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=mask)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
@@ -248,17 +248,19 @@ def _smem_cases():
                 c = General(bn, stages)
                 cases.append((expr, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
-                if dt != "float32":                                                # As by TMA: slots
+                for mask in ((1, 2, 3) if dt != "float32" else ()):                 # scales by TMA: slots
+                    hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 128>() * 4 / 2"
                     slots = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
-                             f"{stages} * 64 * 4, 2>::kBytes")
-                    cases.append((slots, c.smem_bytes(dt, True)))
+                             f"{hold}, 2>::kBytes")
+                    cases.append((slots, c.smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
-                for slots in ((False, True) if dt != "float32" else (False,)):
+                for mask in ((0, 1, 2, 3) if dt != "float32" else (0,)):
+                    hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 64>() * 4"
                     expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
-                            f"{stages * 64 * 4 if slots else 0}, 1>::kBytes")
-                    cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt, slots)))
+                            f"{hold}, 1>::kBytes")
+                    cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES + 1):
             for bn in general.SWAP_BLOCK_NS:
                 c = SwapAB(bn, stages)
