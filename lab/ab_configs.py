@@ -1,7 +1,8 @@
 """Lab: time one fixed list of (shape, candidate) pairs with this tree's fp8gemm, L2 cold, CUPTI
 (bench/timing.py), and write {label: us} as JSON. Run it once per tree (PYTHONPATH=<tree>) in the
 same device call to compare kernels on equal configurations. Candidates a tree cannot run (not
-valid there) are skipped. Usage: python lab/ab_configs.py OUT.json"""
+valid there) are skipped. A second argument ``mmajor`` passes a_scale M-major (strides (1, M)),
+as DeepGEMM's callers do. Usage: python lab/ab_configs.py OUT.json [mmajor]"""
 import json
 import sys
 
@@ -35,11 +36,13 @@ CASES = [
 ]
 
 
-def main(out):
+def main(out, layout="kmajor"):
     flush = L2Flush()
     fns = {}
     for (m, n, k, dt), cfgs in CASES:
         a, b, sa, sb = random_case(m, n, k, seed=1).as_torch()
+        if layout == "mmajor":
+            sa = sa.t().contiguous().t()
         for e in cfgs:
             c = sel.from_entry(e)
             if not is_valid(GemmDesc(m, n, k, dt), c):
@@ -55,4 +58,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])
