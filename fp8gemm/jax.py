@@ -20,7 +20,7 @@ from . import xla_ffi
 from .api import plan_problem
 from .intake import Tensor
 from .plans import PLANS, remember
-from .validate import normalize_out_dtype, validate_gemm
+from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, validate_gemm
 
 TARGET = "fp8gemm_matmul"
 _lock = threading.Lock()
@@ -55,6 +55,12 @@ def _execute(call: xla_ffi.Call) -> None:
         runner.run(call.rets[0].ptr, call.stream())
 
 
+def _dtype_name(x) -> str:
+    """A JAX value's dtype as fp8gemm names it (float8_e4m3fn, bfloat16, uint8, ...)."""
+    dt = getattr(x, "dtype", None)
+    return "none" if dt is None else str(dt)
+
+
 def register() -> None:
     """Register the CUDA FFI target (idempotent; matmul does it on first use)."""
     xla_ffi.register(TARGET, _execute, "CUDA", command_buffer_compatible=True)
@@ -65,17 +71,16 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
 
     Same rules as ``fp8gemm.matmul`` (a [..., K] and b [N, K] float8_e4m3fn or uint8/int8 bytes,
     a_scale [..., ceil(K/128)] and b_scale [ceil(N/128), ceil(K/128)] float32); returns
-    [..., N] in ``out_dtype``. Shapes and dtypes are checked at trace time, pointers at run time.
+    [..., N] in ``out_dtype``. Kinds and shapes are checked at trace time (jit, eval_shape) by
+    the eager rules, with their messages; pointers and devices at run time.
     """
     import jax
     import jax.numpy as jnp
 
     register()
-    out_name = normalize_out_dtype(out_dtype)
-    if getattr(a, "ndim", 0) < 1 or getattr(b, "ndim", 0) != 2:
-        raise ValueError(f"a must be [..., K] and b [N, K]; got shapes {getattr(a, 'shape', None)} "
-                         f"and {getattr(b, 'shape', None)}")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"a and b must share K: {a.shape[-1]} vs {b.shape[-1]}")
-    result = jax.ShapeDtypeStruct(tuple(a.shape[:-1]) + (b.shape[0],), jnp.dtype(out_name))
+    specs = [ArraySpec(name, _dtype_name(x), tuple(getattr(x, "shape", ())))
+             for name, x in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale))]
+    check_gemm_kinds(*specs)
+    sig = check_gemm_shapes(*specs, None, out_dtype)
+    result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
     return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
