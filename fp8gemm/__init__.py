@@ -15,7 +15,7 @@ from .dispatch import explain
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
 from .quantize import quantize_per_token_group
-from .reference import quantize_per_block
+from .host_quant import quantize_per_block
 
 __version__ = "0.1.0"
 

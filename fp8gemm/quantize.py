@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from . import compiler, driver, output, reference
+from . import compiler, driver, host_quant, output
 from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .dtypes import KERNEL_TYPE_IDS
@@ -34,7 +34,7 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     """
     framework = framework_of(x)
     if framework not in (CUPY, TORCH, JAX) and (hasattr(x, "__array_interface__") or isinstance(x, (list, tuple))):
-        return reference.quantize_per_token_group(x, group_size, eps)      # NumPy and friends: host
+        return host_quant.quantize_per_token_group(x, group_size, eps)     # NumPy and friends: host
     if group_size != GROUP:
         raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
