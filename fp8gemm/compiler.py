@@ -15,7 +15,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .hw import ARCH
+from .hw import ARCH, require_sm90
 
 NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -70,6 +70,7 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
     with _lock:
         kern = _kernels.get(key)
         if kern is None:
+            require_sm90(device)
             name = kernel_name(variant, template_args)
             with cupy.cuda.Device(device):
                 try:

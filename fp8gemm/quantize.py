@@ -41,8 +41,13 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
                          f"eps / 448 must stay normal float32 values, because the kernels are compiled "
                          f"flush-to-zero")
+    if framework == TORCH and x.device.type != "cuda":
+        raise ValueError(f"x is a torch tensor on {x.device}; pass a CUDA tensor (or a NumPy array for the host "
+                         f"quantizer)")
     stream_for = output.stream_for_framework(framework)
     t = intake(x, "x", stream_for)
+    if t.device is None:
+        raise ValueError("x is on the CPU; pass a CUDA array (or a NumPy array for the host quantizer)")
     if t.dtype not in _IN_TYPES:
         raise TypeError(f"x must be bfloat16, float16 or float32 (got {t.dtype})")
     if t.ndim < 1 or t.shape[-1] < 1:

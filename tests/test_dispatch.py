@@ -261,3 +261,12 @@ def test_fallback_raster_group_rule():
     assert select(8192, 8192, 256, gpu=NO_TABLE).group_m == 1
     assert select(8192, 8192, 4096, gpu=NO_TABLE).group_m == 8
     assert select(256, 4096, 4096, gpu=NO_TABLE).group_m == 8
+
+
+def test_non_sm90_gpus_get_a_clear_error():
+    from fp8gemm.hw import check_arch
+    check_arch(0, "NVIDIA H200", 9, 0)
+    for name, major, minor in (("NVIDIA A100-SXM4-80GB", 8, 0), ("NVIDIA B200", 10, 0), ("NVIDIA L40S", 8, 9)):
+        with pytest.raises(RuntimeError, match=rf"needs an SM90 GPU .* GPU 1 is {name} \(compute capability "
+                                               rf"{major}\.{minor}\)"):
+            check_arch(1, name, major, minor)

@@ -143,3 +143,9 @@ def test_vllm_form_refuses_other_block_sizes():
     a, b, sa, sb = operands()
     with pytest.raises(ValueError, match="block_size must be"):
         ops.w8a8_block_fp8_matmul(a, b, sa, sb, [64, 64], torch.bfloat16)
+
+
+def test_eager_quantizer_refuses_cpu_torch_tensors_clearly():
+    import fp8gemm
+    with pytest.raises(ValueError, match=r"x is a torch tensor on cpu; pass a CUDA tensor"):
+        fp8gemm.quantize_per_token_group(torch.zeros(4, 128))
