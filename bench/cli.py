@@ -387,6 +387,20 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     return row
 
 
+def require_gpu(tool: str) -> None:
+    """Exit with one line (no traceback) unless CUDA sees an SM90 GPU."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no GPU")
+        from fp8gemm.hw import require_sm90
+
+        require_sm90(cupy.cuda.runtime.getDevice())
+    except Exception as exc:
+        raise SystemExit(f"{tool} needs an SM90 GPU: {exc}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.iters < 5:
@@ -394,12 +408,7 @@ def main(argv=None) -> int:
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve_shapes(args)
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no GPU")
-    except Exception as exc:
-        raise SystemExit(f"fp8gemm-bench needs an SM90 GPU: {exc}")
+    require_gpu("fp8gemm-bench")
     if args.moe:
         return run_moe(args, argv)
     from fp8gemm.dispatch import variants

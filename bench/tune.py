@@ -31,7 +31,7 @@ from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
 from fp8gemm.dispatch import selector as sel
 from fp8gemm.dispatch.variant import DEFAULT_NUM_SMS
 
-from .cli import OURS_TOL, _int_list, resolve_shapes
+from .cli import OURS_TOL, _int_list, require_gpu, resolve_shapes
 
 STATE_VERSION = 2             # results hold the variant and its own knobs
 
@@ -276,6 +276,7 @@ def main(argv=None) -> int:
     shapes = resolve(args)
     state_path = args.state or args.out.with_name(args.out.stem + ".state.json")
     state = load_state(state_path, args.gpu)
+    require_gpu("fp8gemm-tune")
     import cupy
 
     time_fn, check_fn = _gpu_functions(args.iters, args.seed)
