@@ -59,6 +59,25 @@ _lock = threading.Lock()
 _kernels = {}
 
 
+def nvrtc_cubin(variant: str, template_args: tuple) -> bytes:
+    """One instantiation compiled for ``ARCH`` by NVRTC alone (no GPU, no CUDA context, no
+    cache): what an install can build. The doctor and the install test use it; launches go
+    through get_kernel."""
+    from cupy.cuda import nvrtc
+
+    name = kernel_name(variant, template_args)
+    prog = nvrtc.createProgram(flatten(variant), f"{variant}.cu", [], [])
+    try:
+        nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, list(NVRTC_OPTIONS))
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"NVRTC could not compile {name}: {nvrtc.getProgramLog(prog)[-2000:]}") from exc
+        return nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int):
     """A CuPy RawKernel ready to launch on ``device`` with ``smem_bytes`` of dynamic smem."""
     key = (device, variant, template_args)
