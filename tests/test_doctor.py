@@ -13,8 +13,11 @@ def test_gather_reports_every_item():
     assert all(isinstance(p, str) and p for p in problems)
 
 
-def test_module_entry_point_prints_and_sets_the_status():
-    res = subprocess.run([sys.executable, "-m", "fp8gemm"], capture_output=True, text=True, timeout=300)
+def test_module_entry_point_prints_and_sets_the_status(tmp_path):
+    # from outside the checkout, whose fp8gemm/ folder would shadow the installed package
+    res = subprocess.run([sys.executable, "-m", "fp8gemm"], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
     assert "dispatch table" in res.stdout
     items, problems = doctor.gather()
     if problems:
