@@ -84,3 +84,31 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
     sig = check_gemm_shapes(*specs, None, out_dtype)
     result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
     return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+
+
+def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):
+    """fp8gemm.jax.matmul per shard under ``jax.jit`` (jax.shard_map): the tokens (M) split over
+    mesh axis ``tokens`` and the weight rows (N) over mesh axis ``weights`` (either may be None),
+    K whole on every device, so that each device runs the GEMM of its own rows and columns with
+    no all-gather of A, B or their scales. a [M, K] with a_scale [M, ceil(K/128)]; b [N, K] with
+    b_scale [ceil(N/128), ceil(K/128)]; returns [M, N] sharded (tokens, weights). Each weight
+    shard must hold whole 128-row scale blocks (N / shards a multiple of 128), and M must divide
+    by the token shards."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    def size(axis):
+        return 1 if axis is None else mesh.shape[axis]
+
+    if len(getattr(a, "shape", ())) != 2:
+        raise ValueError(f"a must have shape [M, K] for sharded_matmul; got {getattr(a, 'shape', None)}")
+    m, n = a.shape[0], b.shape[0]
+    if m % size(tokens):
+        raise ValueError(f"M = {m} must divide by the {size(tokens)} token shards of mesh axis {tokens!r}")
+    if n % (128 * size(weights)):
+        raise ValueError(f"N = {n} must be a multiple of 128 x the {size(weights)} weight shards of mesh axis "
+                         f"{weights!r}: each shard needs whole 128-row blocks of b_scale")
+    f = jax.shard_map(lambda a_, b_, sa_, sb_: matmul(a_, b_, sa_, sb_, out_dtype=out_dtype), mesh=mesh,
+                      in_specs=(P(tokens, None), P(weights, None), P(tokens, None), P(weights, None)),
+                      out_specs=P(tokens, weights), check_vma=False)
+    return f(a, b, a_scale, b_scale)
