@@ -16,17 +16,9 @@ from jax.sharding import PartitionSpec as P
 
 import fp8gemm
 import fp8gemm.jax as fj
+from jax_mlp_jit import quantize              # the same per-1x128 jnp quantizer (examples/ is on sys.path)
 
 H, I = 1024, 2048                 # hidden, intermediate
-
-
-def quantize(x):
-    """[T, K] float -> (float8_e4m3fn [T, K], float32 scales [T, K/128]), amax/448 per group."""
-    t, k = x.shape
-    g = x.astype(jnp.float32).reshape(t, k // 128, 128)
-    scale = jnp.maximum(jnp.abs(g).max(axis=-1), 1e-10) / 448.0
-    q = (g / scale[..., None]).astype(jnp.float8_e4m3fn).reshape(t, k)
-    return q, scale
 
 
 def main():
