@@ -264,6 +264,7 @@ def host_phase(shapes, args) -> dict:
     callers run without one (tools/host_profile.py measures both)."""
     import fp8gemm
     from fp8gemm.dispatch import select
+    from fp8gemm.launcher import gpu_key
     from fp8gemm.testing import random_case
 
     res = {}
@@ -272,7 +273,7 @@ def host_phase(shapes, args) -> dict:
         forced = None
         if args.variant:
             try:
-                forced = select(m, n, k, args.out_dtype, force_variant=args.variant)
+                forced = select(m, n, k, args.out_dtype, gpu=gpu_key(0), force_variant=args.variant)
             except ValueError:
                 forced = None
         res[(m, n, k)] = host_overhead_us(lambda: fp8gemm.matmul(
@@ -320,6 +321,7 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     import fp8gemm
     from fp8gemm import reference
     from fp8gemm.dispatch import select
+    from fp8gemm.launcher import gpu_key
     from fp8gemm.testing import as_float64, random_case
 
     from .peers import PREPARE, Inputs, collect_calls
@@ -330,9 +332,9 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     x = Inputs(case, args.out_dtype)
     notes = []
     try:
-        cand = select(m, n, k, args.out_dtype, force_variant=dispatch_variant)
+        cand = select(m, n, k, args.out_dtype, gpu=gpu_key(0), force_variant=dispatch_variant)
     except ValueError as exc:          # the forced variant does not take this shape
-        cand = select(m, n, k, args.out_dtype)
+        cand = select(m, n, k, args.out_dtype, gpu=gpu_key(0))
         notes.append(f"--variant refused ({exc}): the dispatcher's choice timed")
     row.variant = cand.variant
     ref = None if args.no_check else case.reference(cupy)
@@ -387,6 +389,20 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     return row
 
 
+def require_gpu(tool: str) -> None:
+    """Exit with one line (no traceback) unless CUDA sees an SM90 GPU."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no GPU")
+        from fp8gemm.hw import require_sm90
+
+        require_sm90(cupy.cuda.runtime.getDevice())
+    except Exception as exc:
+        raise SystemExit(f"{tool} needs an SM90 GPU: {exc}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.iters < 5:
@@ -394,12 +410,7 @@ def main(argv=None) -> int:
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve_shapes(args)
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no GPU")
-    except Exception as exc:
-        raise SystemExit(f"fp8gemm-bench needs an SM90 GPU: {exc}")
+    require_gpu("fp8gemm-bench")
     if args.moe:
         return run_moe(args, argv)
     from fp8gemm.dispatch import variants

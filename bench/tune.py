@@ -1,6 +1,7 @@
 """fp8gemm-tune: time each shape's kernel candidates on the GPU and write the dispatch table.
 
-    fp8gemm-tune                                    # the built-in trace -> dispatch/h200.json
+    fp8gemm-tune                                    # the built-in trace -> <user tables>/<gpu>.json
+    fp8gemm-tune --out dispatch/h200.json           # the shipped table (on an H200)
     fp8gemm-tune --m 1,64,4096 --n 4096 --k 4096    # a product of M, N, K values
     fp8gemm-tune --budget-minutes 10                # stop starting shapes after 10 minutes
     fp8gemm-tune --state tune-state.json            # resumable: finished shapes are not redone
@@ -31,7 +32,7 @@ from fp8gemm.dispatch import Candidate, GemmDesc, is_valid
 from fp8gemm.dispatch import selector as sel
 from fp8gemm.dispatch.variant import DEFAULT_NUM_SMS
 
-from .cli import OURS_TOL, _int_list, resolve_shapes
+from .cli import OURS_TOL, _int_list, require_gpu, resolve_shapes
 
 STATE_VERSION = 2             # results hold the variant and its own knobs
 
@@ -239,14 +240,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=_int_list)
     p.add_argument("--k", type=_int_list)
     p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
-    p.add_argument("--out", type=Path, default=Path("dispatch") / "h200.json", help="table to write")
+    p.add_argument("--out", type=Path, default=None,
+                   help="table to write (default: <user table dir>/<gpu>.json, where fp8gemm finds it: "
+                        "$FP8GEMM_TABLE_DIR or ~/.cache/fp8gemm/tables)")
     p.add_argument("--state", type=Path, help="progress file (default: the table path + .state.json)")
     p.add_argument("--update", action="store_true",
                    help="keep the --out table's entries for shapes not tuned in this run")
     p.add_argument("--budget-minutes", type=float, help="start no new shape after this many minutes")
     p.add_argument("--max-candidates", type=int, default=16)
     p.add_argument("--iters", type=int, default=10, help="timed calls per candidate (median)")
-    p.add_argument("--gpu", default="h200", help="table name (dispatch/<gpu>.json)")
+    p.add_argument("--gpu", default=None, help="table name (default: this GPU's, e.g. h200 or h100)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warm-workers", type=int, default=None,
                    help="processes that compile the candidates before timing (default: CPU count - 2, at most "
@@ -274,9 +277,16 @@ def main(argv=None) -> int:
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-tune: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve(args)
+    require_gpu("fp8gemm-tune")
+    import cupy
+
+    from fp8gemm.dispatch import selector as sel
+    if args.gpu is None:
+        args.gpu = sel.gpu_key(cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode())
+    if args.out is None:
+        args.out = sel.user_table_dir() / f"{args.gpu}.json"
     state_path = args.state or args.out.with_name(args.out.stem + ".state.json")
     state = load_state(state_path, args.gpu)
-    import cupy
 
     time_fn, check_fn = _gpu_functions(args.iters, args.seed)
     dev = cupy.cuda.Device()
@@ -313,6 +323,9 @@ def main(argv=None) -> int:
     print(f"fp8gemm-tune: {len(table['entries'])} entries in {args.out}; {failed} shape(s) failed the check"
           + (f"; fallback/tuned time: median {sorted(gains)[len(gains) // 2]:.3f}, max {max(gains):.3f}"
              if gains else "") + (f"; {state['stopped']}" if state.get("stopped") else ""))
+    if args.out.resolve() != sel.table_path(args.gpu).resolve():
+        print(f"fp8gemm-tune: fp8gemm reads {sel.table_path(args.gpu)} on this GPU; set FP8GEMM_TABLE={args.out} "
+              f"to use this table", file=sys.stderr)
     return 0
 
 

@@ -60,8 +60,9 @@ def _read_status(path: Path):
 
 
 def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s: float = WORKER_TIMEOUT_S,
-         worker_module: str = "fp8gemm.bench.warm") -> dict:
-    """Run each job once in ``workers`` processes. Returns {"jobs", "workers", "seconds",
+         worker_module: str = "fp8gemm.bench.warm", on_progress=None) -> dict:
+    """Run each job once in ``workers`` processes (``on_progress(finished, total)`` every
+    0.2 s while they run). Returns {"jobs", "workers", "seconds",
     "crashed": {job_key: reason}, "raised": {job_key: message}}: ``crashed`` holds the jobs whose
     worker died or hung inside them (and those left unwarmed when workers kept dying), which the
     bench must not run in its own process; ``raised`` the jobs that raised a Python exception,
@@ -97,8 +98,11 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
 
         for chunk in pending:
             launch(chunk)
+        finished_before = 0           # jobs of the workers already gone
         while running:
             time.sleep(0.2)
+            if on_progress is not None:
+                on_progress(finished_before + sum(len(_read_status(item[2])[0]) for item in running), len(jobs))
             for item in list(running):
                 proc, chunk, sf, log, started_at = item
                 rc = proc.poll()
@@ -111,6 +115,7 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
                 log.close()
                 running.remove(item)
                 started, done, errors = _read_status(sf)
+                finished_before += len(started)
                 for idx, msg in errors.items():
                     raised[job_key(chunk[idx])] = msg
                 if rc == 0:
@@ -130,6 +135,8 @@ def warm(jobs, workers: int | None = None, python: str | None = None, timeout_s:
                 else:
                     for job in rest:
                         failed.setdefault(job_key(job), f"not warmed: workers kept dying (rc={rc})")
+    if on_progress is not None:
+        on_progress(len(jobs), len(jobs))
     return {"jobs": len(jobs), "workers": workers, "seconds": round(time.time() - t0, 1), "crashed": failed,
             "raised": raised}
 

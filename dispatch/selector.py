@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -50,23 +51,75 @@ def from_entry(entry: dict, reason: str = "") -> Candidate:
 
 # ---- the table ------------------------------------------------------------------------------------
 
-TABLE_DIR = Path(__file__).parent
+TABLE_DIR = Path(__file__).parent          # the shipped tables, <gpu>.json
+SHIPPED_GPU = "h200"                        # the GPU the shipped table was tuned on
+NO_TABLE = "none"                           # a gpu key with no table: the fallback model alone
+
+
+def user_table_dir() -> Path:
+    """Where fp8gemm-tune writes and the library looks first: $FP8GEMM_TABLE_DIR, else
+    ~/.cache/fp8gemm/tables."""
+    env = os.environ.get("FP8GEMM_TABLE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "fp8gemm" / "tables"
+
+
+def gpu_key(name: str) -> str:
+    """A GPU's table name from its device name: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3'
+    -> 'h100', 'NVIDIA GH200 480GB' -> 'gh200' (the first word with a digit, lower case)."""
+    for word in name.replace("NVIDIA", " ").split():
+        if any(ch.isdigit() for ch in word):
+            return "".join(ch for ch in word.lower() if ch.isalnum())
+    return "".join(ch for ch in name.lower() if ch.isalnum()) or "unknown"
+
+
+_warned = set()
+
+
+def table_path(gpu: str) -> Path | None:
+    """The table a GPU uses: $FP8GEMM_TABLE (a file, for every GPU), else the user's
+    <gpu>.json (user_table_dir), else the shipped one, else (with a one-time warning) the
+    shipped H200 table; None for NO_TABLE."""
+    if gpu == NO_TABLE:
+        return None
+    env = os.environ.get("FP8GEMM_TABLE")
+    if env:
+        if not Path(env).is_file():
+            raise FileNotFoundError(f"FP8GEMM_TABLE={env} is not a file (a table fp8gemm-tune wrote)")
+        return Path(env)
+    for path in (user_table_dir() / f"{gpu}.json", TABLE_DIR / f"{gpu}.json"):
+        if path.is_file():
+            return path
+    if gpu not in _warned:
+        _warned.add(gpu)
+        warnings.warn(f"fp8gemm: no dispatch table for this GPU ({gpu}); using the {SHIPPED_GPU.upper()}'s. "
+                      f"`fp8gemm-tune` writes one to {user_table_dir()}, where fp8gemm finds it "
+                      f"(or set FP8GEMM_TABLE to a table file).", RuntimeWarning, stacklevel=4)
+    return TABLE_DIR / f"{SHIPPED_GPU}.json"
 
 
 @functools.lru_cache(maxsize=None)
-def load_table(gpu: str = "h200") -> dict:
-    """{(N, K): [(M, Candidate), ...] sorted by M} from <gpu>.json; empty when absent."""
-    path = TABLE_DIR / f"{gpu}.json"
-    if not path.exists():
-        return {}
-    raw = json.loads(path.read_text())
+def _read_table(path: str) -> dict:
+    raw = json.loads(Path(path).read_text())
     table = {}
     for entry in raw.get("entries", []):
-        cand = from_entry(entry, f"table {gpu}.json")
+        cand = from_entry(entry, f"table {Path(path).name}")
         table.setdefault((int(entry["n"]), int(entry["k"])), []).append((int(entry["m"]), cand))
     for rows in table.values():
         rows.sort(key=lambda r: r[0])
     return table
+
+
+def load_table(gpu: str = SHIPPED_GPU) -> dict:
+    """{(N, K): [(M, Candidate), ...] sorted by M} from the table ``gpu`` uses (table_path);
+    empty for NO_TABLE or a missing file. Files are read once per process (cache_clear
+    forgets them)."""
+    path = table_path(gpu)
+    if path is None or not path.exists():
+        return {}
+    return _read_table(str(path))
+
+
+load_table.cache_clear = _read_table.cache_clear
 
 
 @functools.lru_cache(maxsize=4096)

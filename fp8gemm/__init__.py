@@ -15,9 +15,10 @@ from .dispatch import explain
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
 from .quantize import quantize_per_token_group
-from .reference import quantize_per_block
+from .host_quant import quantize_per_block
+from .compile_ahead import precompile
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "explain", "quantize_per_token_group", "quantize_per_block", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "explain", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
            "__version__"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import output, plans
 from .dispatch import Candidate, GemmDesc, is_valid, select
 from .intake import CUPY, TORCH, framework_of, intake
-from .launcher import building, sm_count
+from .launcher import building, gpu_key, sm_count
 from .plans import PLANS, execute, plan_key, remember
 from .validate import check_block_size, out_row_stride, validate_gemm
 
@@ -94,7 +94,8 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool)
     if problem.m == 0:
         return None
     if config is None:
-        cand = select(problem.m, problem.n, problem.k, problem.out_dtype, num_sms=sm_count(problem.device))
+        cand = select(problem.m, problem.n, problem.k, problem.out_dtype, gpu=gpu_key(problem.device),
+                      num_sms=sm_count(problem.device))
     else:
         cand = config
         if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):

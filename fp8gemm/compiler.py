@@ -15,7 +15,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .hw import ARCH
+from .hw import ARCH, require_sm90
 
 NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -59,6 +59,25 @@ _lock = threading.Lock()
 _kernels = {}
 
 
+def nvrtc_cubin(variant: str, template_args: tuple) -> bytes:
+    """One instantiation compiled for ``ARCH`` by NVRTC alone (no GPU, no CUDA context, no
+    cache): what an install can build. The doctor and the install test use it; launches go
+    through get_kernel."""
+    from cupy.cuda import nvrtc
+
+    name = kernel_name(variant, template_args)
+    prog = nvrtc.createProgram(flatten(variant), f"{variant}.cu", [], [])
+    try:
+        nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, list(NVRTC_OPTIONS))
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"NVRTC could not compile {name}: {nvrtc.getProgramLog(prog)[-2000:]}") from exc
+        return nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int):
     """A CuPy RawKernel ready to launch on ``device`` with ``smem_bytes`` of dynamic smem."""
     key = (device, variant, template_args)
@@ -70,6 +89,7 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
     with _lock:
         kern = _kernels.get(key)
         if kern is None:
+            require_sm90(device)
             name = kernel_name(variant, template_args)
             with cupy.cuda.Device(device):
                 try:

@@ -14,3 +14,26 @@ K_ALIGN = 16                  # K must be a multiple of this (TMA row stride of 
 FP8_E4M3_MAX = 448.0          # largest finite float8_e4m3fn
 ARCH = "sm_90a"
 MAX_GROUPS = 8192             # grouped GEMMs: the tile prefix (G + 1 words) stays in shared memory
+
+_checked_devices = set()
+
+
+def check_arch(device: int, name: str, major: int, minor: int) -> None:
+    """Raise a clear error unless the GPU is SM90 (compute capability 9.0: H100, H200, H800,
+    H20, GH200); the kernels are built for sm_90a (wgmma, TMA) and nothing else runs them."""
+    if (major, minor) != (9, 0):
+        raise RuntimeError(f"fp8gemm needs an SM90 GPU (compute capability 9.0: H100, H200, H800, H20, GH200); "
+                           f"GPU {device} is {name} (compute capability {major}.{minor}), which cannot run "
+                           f"its sm_90a kernels")
+
+
+def require_sm90(device: int) -> None:
+    """check_arch for a CUDA device, once per device and process."""
+    if device in _checked_devices:
+        return
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(device)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    check_arch(device, name, int(props["major"]), int(props["minor"]))
+    _checked_devices.add(device)

@@ -20,7 +20,7 @@ from . import xla_ffi
 from .api import plan_problem
 from .intake import Tensor
 from .plans import PLANS, remember
-from .validate import normalize_out_dtype, validate_gemm
+from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, validate_gemm
 
 TARGET = "fp8gemm_matmul"
 _lock = threading.Lock()
@@ -55,6 +55,12 @@ def _execute(call: xla_ffi.Call) -> None:
         runner.run(call.rets[0].ptr, call.stream())
 
 
+def _dtype_name(x) -> str:
+    """A JAX value's dtype as fp8gemm names it (float8_e4m3fn, bfloat16, uint8, ...)."""
+    dt = getattr(x, "dtype", None)
+    return "none" if dt is None else str(dt)
+
+
 def register() -> None:
     """Register the CUDA FFI target (idempotent; matmul does it on first use)."""
     xla_ffi.register(TARGET, _execute, "CUDA", command_buffer_compatible=True)
@@ -65,17 +71,44 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
 
     Same rules as ``fp8gemm.matmul`` (a [..., K] and b [N, K] float8_e4m3fn or uint8/int8 bytes,
     a_scale [..., ceil(K/128)] and b_scale [ceil(N/128), ceil(K/128)] float32); returns
-    [..., N] in ``out_dtype``. Shapes and dtypes are checked at trace time, pointers at run time.
+    [..., N] in ``out_dtype``. Kinds and shapes are checked at trace time (jit, eval_shape) by
+    the eager rules, with their messages; pointers and devices at run time.
     """
     import jax
     import jax.numpy as jnp
 
     register()
-    out_name = normalize_out_dtype(out_dtype)
-    if getattr(a, "ndim", 0) < 1 or getattr(b, "ndim", 0) != 2:
-        raise ValueError(f"a must be [..., K] and b [N, K]; got shapes {getattr(a, 'shape', None)} "
-                         f"and {getattr(b, 'shape', None)}")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"a and b must share K: {a.shape[-1]} vs {b.shape[-1]}")
-    result = jax.ShapeDtypeStruct(tuple(a.shape[:-1]) + (b.shape[0],), jnp.dtype(out_name))
+    specs = [ArraySpec(name, _dtype_name(x), tuple(getattr(x, "shape", ())))
+             for name, x in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale))]
+    check_gemm_kinds(*specs)
+    sig = check_gemm_shapes(*specs, None, out_dtype)
+    result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
     return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+
+
+def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):
+    """fp8gemm.jax.matmul per shard under ``jax.jit`` (jax.shard_map): the tokens (M) split over
+    mesh axis ``tokens`` and the weight rows (N) over mesh axis ``weights`` (either may be None),
+    K whole on every device, so that each device runs the GEMM of its own rows and columns with
+    no all-gather of A, B or their scales. a [M, K] with a_scale [M, ceil(K/128)]; b [N, K] with
+    b_scale [ceil(N/128), ceil(K/128)]; returns [M, N] sharded (tokens, weights). Each weight
+    shard must hold whole 128-row scale blocks (N / shards a multiple of 128), and M must divide
+    by the token shards."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    def size(axis):
+        return 1 if axis is None else mesh.shape[axis]
+
+    if len(getattr(a, "shape", ())) != 2:
+        raise ValueError(f"a must have shape [M, K] for sharded_matmul; got {getattr(a, 'shape', None)}")
+    m, n = a.shape[0], b.shape[0]
+    if m % size(tokens):
+        raise ValueError(f"M = {m} must divide by the {size(tokens)} token shards of mesh axis {tokens!r}")
+    if n % (128 * size(weights)):
+        raise ValueError(f"N = {n} must be a multiple of 128 x the {size(weights)} weight shards of mesh axis "
+                         f"{weights!r}: each shard needs whole 128-row blocks of b_scale")
+    f = jax.shard_map(lambda a_, b_, sa_, sb_: matmul(a_, b_, sa_, sb_, out_dtype=out_dtype), mesh=mesh,
+                      in_specs=(P(tokens, None), P(weights, None), P(tokens, None), P(weights, None)),
+                      out_specs=P(tokens, weights), check_vma=False)
+    return f(a, b, a_scale, b_scale)

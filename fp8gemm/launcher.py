@@ -25,6 +25,21 @@ _sm_counts = {}
 _workspaces = {}      # (device, stream) -> (float32 workspace, uint32 tile counters)
 
 
+_gpu_keys = {}
+
+
+def gpu_key(device: int) -> str:
+    """The device's dispatch-table name (dispatch/selector.py: gpu_key), e.g. 'h200'."""
+    key = _gpu_keys.get(device)
+    if key is None:
+        import cupy
+
+        from .dispatch.selector import gpu_key as key_of
+        name = cupy.cuda.runtime.getDeviceProperties(device)["name"]
+        key = _gpu_keys[device] = key_of(name.decode() if isinstance(name, bytes) else str(name))
+    return key
+
+
 def sm_count(device: int) -> int:
     n = _sm_counts.get(device)
     if n is None:

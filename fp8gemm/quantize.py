@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from . import compiler, driver, output, reference
+from . import compiler, driver, host_quant, output
 from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .dtypes import KERNEL_TYPE_IDS
@@ -34,15 +34,20 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     """
     framework = framework_of(x)
     if framework not in (CUPY, TORCH, JAX) and (hasattr(x, "__array_interface__") or isinstance(x, (list, tuple))):
-        return reference.quantize_per_token_group(x, group_size, eps)      # NumPy and friends: host
+        return host_quant.quantize_per_token_group(x, group_size, eps)     # NumPy and friends: host
     if group_size != GROUP:
         raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
         raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
                          f"eps / 448 must stay normal float32 values, because the kernels are compiled "
                          f"flush-to-zero")
+    if framework == TORCH and x.device.type != "cuda":
+        raise ValueError(f"x is a torch tensor on {x.device}; pass a CUDA tensor (or a NumPy array for the host "
+                         f"quantizer)")
     stream_for = output.stream_for_framework(framework)
     t = intake(x, "x", stream_for)
+    if t.device is None:
+        raise ValueError("x is on the CPU; pass a CUDA array (or a NumPy array for the host quantizer)")
     if t.dtype not in _IN_TYPES:
         raise TypeError(f"x must be bfloat16, float16 or float32 (got {t.dtype})")
     if t.ndim < 1 or t.shape[-1] < 1:

@@ -131,22 +131,40 @@ def _check_operand(t: Tensor, rows: int, k: int) -> int:
     return ld
 
 
-def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | None,
-                  out_dtype) -> GemmProblem:
-    """All the rules of fp8gemm.matmul. ``out_dtype`` may be None when ``out`` is given."""
-    # ---- kinds and devices
+@dataclass(frozen=True)
+class ArraySpec:
+    """What trace-time checks see of an argument: its name (for messages), dtype name and shape
+    (a torch fake tensor, a JAX abstract value)."""
+
+    name: str
+    dtype: str
+    shape: tuple
+
+
+@dataclass(frozen=True)
+class GemmSignature:
+    m: int
+    n: int
+    k: int
+    out_dtype: str
+    out_shape: tuple
+
+
+def check_gemm_kinds(a, b, sa, sb) -> None:
+    """The dtype rules of fp8gemm.matmul (arguments: intake Tensors or ArraySpecs)."""
     _require_dtype(a, FP8_DTYPES, "FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes")
     _require_dtype(b, FP8_DTYPES, "FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes")
     _require_dtype(sa, ("float32",), "float32 (per-token-group scales)")
     _require_dtype(sb, ("float32",), "float32 (128x128 block scales)")
-    device = _require_cuda(a, None)
-    for t in (b, sa, sb) + ((out,) if out is not None else ()):
-        _require_cuda(t, device)
 
-    # ---- shapes
-    if a.ndim < 1:
+
+def check_gemm_shapes(a, b, sa, sb, out, out_dtype) -> GemmSignature:
+    """The shape and output-dtype rules of fp8gemm.matmul (arguments: intake Tensors or
+    ArraySpecs; ``out`` may be None). Eager calls and trace time (fp8gemm.torch_ops' fake
+    kernels, fp8gemm.jax's abstract evaluation) share them and their messages."""
+    if len(a.shape) < 1:
         raise ValueError("a must have shape [..., K]; got a scalar")
-    if b.ndim != 2:
+    if len(b.shape) != 2:
         raise ValueError(f"b must have shape [N, K]; got shape {b.shape}")
     k = a.shape[-1]
     n = b.shape[0]
@@ -172,10 +190,10 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
 
     # ---- output
     if out is not None:
-        if out.framework == JAX:
+        if getattr(out, "framework", None) == JAX:
             raise TypeError("out= cannot be a JAX array (JAX arrays are immutable); "
                             "leave out=None and use the returned array")
-        if out.read_only:
+        if getattr(out, "read_only", False):
             raise ValueError("out is read-only")
         if out.dtype not in OUT_DTYPES:
             raise TypeError(f"out must be bfloat16, float16 or float32; got dtype {out.dtype}")
@@ -185,7 +203,21 @@ def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | No
             raise TypeError(f"out has dtype {out.dtype} but out_dtype is "
                             f"{normalize_out_dtype(out_dtype)}")
     out_dtype = normalize_out_dtype("bfloat16" if out_dtype is None else out_dtype)
-    out_shape = a.shape[:-1] + (n,)
+    return GemmSignature(m, n, k, out_dtype, a.shape[:-1] + (n,))
+
+
+def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | None,
+                  out_dtype) -> GemmProblem:
+    """All the rules of fp8gemm.matmul. ``out_dtype`` may be None when ``out`` is given."""
+    # ---- kinds and devices
+    check_gemm_kinds(a, b, sa, sb)
+    device = _require_cuda(a, None)
+    for t in (b, sa, sb) + ((out,) if out is not None else ()):
+        _require_cuda(t, device)
+
+    # ---- shapes and the output's kind
+    sig = check_gemm_shapes(a, b, sa, sb, out, out_dtype)
+    m, n, k, out_dtype, out_shape = sig.m, sig.n, sig.k, sig.out_dtype, sig.out_shape
 
     if m == 0:
         if out is not None and out.shape != out_shape:

@@ -4,6 +4,9 @@ import os
 import pytest
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # JAX beside CuPy and torch
+# The tests read the shipped dispatch table, never a user's (selector.table_path)
+os.environ.pop("FP8GEMM_TABLE", None)
+os.environ["FP8GEMM_TABLE_DIR"] = os.path.join(os.path.dirname(__file__), "no-user-tables")
 
 try:
     import fp8gemm.dispatch  # noqa: F401

@@ -11,7 +11,7 @@ from fp8gemm.dispatch import (Gemv, GemmDesc, General, ShortK, SwapAB, Wg3, expl
 from fp8gemm.dispatch.selector import VARIANTS, from_entry, load_table
 from fp8gemm.hw import MAX_SMEM_PER_BLOCK
 
-NO_TABLE = "no-such-gpu"     # a table name with no file: every shape takes the shape-based fallback
+NO_TABLE = "none"            # selector.NO_TABLE: every shape takes the shape-based fallback
 
 
 def test_every_variant_is_one_kernel_file():
@@ -297,3 +297,42 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert source(cand=g.General(128, 6)) == B                                    # As slots leave no room
     c6 = g.General(128, 6)
     assert c6.smem_bytes("bfloat16", B) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
+
+
+def test_non_sm90_gpus_get_a_clear_error():
+    from fp8gemm.hw import check_arch
+    check_arch(0, "NVIDIA H200", 9, 0)
+    for name, major, minor in (("NVIDIA A100-SXM4-80GB", 8, 0), ("NVIDIA B200", 10, 0), ("NVIDIA L40S", 8, 9)):
+        with pytest.raises(RuntimeError, match=rf"needs an SM90 GPU .* GPU 1 is {name} \(compute capability "
+                                               rf"{major}\.{minor}\)"):
+            check_arch(1, name, major, minor)
+
+
+def test_tables_follow_the_gpu_the_user_and_the_environment(tmp_path, monkeypatch):
+    """A GPU's table: $FP8GEMM_TABLE, else the user's <gpu>.json (fp8gemm-tune's), else the
+    shipped one, else the shipped H200 table with one warning."""
+    import warnings
+
+    from fp8gemm.dispatch import selector as sel
+    assert sel.gpu_key("NVIDIA H200") == "h200" and sel.gpu_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert sel.gpu_key("NVIDIA GH200 480GB") == "gh200" and sel.gpu_key("NVIDIA H20") == "h20"
+    shipped = sel.TABLE_DIR / "h200.json"
+    assert sel.table_path("h200") == shipped and sel.table_path(sel.NO_TABLE) is None
+    monkeypatch.setattr(sel, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert sel.table_path("h100") == shipped
+        assert sel.table_path("h100") == shipped
+    assert len(caught) == 1 and "no dispatch table for this GPU (h100)" in str(caught[0].message)
+    user = tmp_path / "tables"
+    user.mkdir()
+    (user / "h100.json").write_text(json.dumps({"entries": [
+        {"n": 1536, "k": 4096, "m": 64, "variant": "sm90_fp8_gemm_general", "block_n": 32, "stages": 5}]}))
+    monkeypatch.setenv("FP8GEMM_TABLE_DIR", str(user))
+    assert sel.table_path("h100") == user / "h100.json"
+    assert sel.load_table("h100")[(1536, 4096)][0][1].block_n == 32
+    monkeypatch.setenv("FP8GEMM_TABLE", str(user / "h100.json"))
+    assert sel.table_path("h200") == user / "h100.json"             # the override serves every GPU
+    monkeypatch.setenv("FP8GEMM_TABLE", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="FP8GEMM_TABLE=.*missing.json is not a file"):
+        sel.table_path("h200")

@@ -100,6 +100,7 @@ def test_unusable_kernel_cache_compiles_in_memory_with_a_warning(monkeypatch):
     fake = types.SimpleNamespace(RawModule=FakeModule,
                                  cuda=types.SimpleNamespace(Device=lambda d: contextlib.nullcontext()))
     monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(compiler, "require_sm90", lambda device: None)     # no GPU to ask
     monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
     key_args = (999, "sm90_fp8_gemm_general", ("cache-test",))
     with warnings.catch_warnings(record=True) as caught:

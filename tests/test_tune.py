@@ -194,3 +194,18 @@ def test_cli_shape_resolution():
         tune.resolve(tune.build_parser().parse_args(["--m", "1", "--n", "512", "--k", "100"]))
     trace = tune.resolve(tune.build_parser().parse_args([]))
     assert len(trace) == 264
+
+
+def test_tune_without_a_gpu_exits_with_one_line(tmp_path):
+    """No traceback: one line naming the tool and the requirement (skipped where a GPU is seen)."""
+    import cupy
+    try:
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is visible here")
+    except Exception:
+        pass
+    from fp8gemm.bench import tune
+    with pytest.raises(SystemExit) as exc:
+        tune.main(["--m", "64", "--n", "512", "--k", "1024", "--out", str(tmp_path / "t.json")])
+    assert str(exc.value).startswith("fp8gemm-tune needs an SM90 GPU: ")
+    assert not (tmp_path / "t.state.json").exists()

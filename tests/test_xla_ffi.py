@@ -120,3 +120,37 @@ def test_fp8gemm_jax_matmul_shapes_and_lowering():
         fj.matmul(a, jnp.zeros((256, 256), jnp.float8_e4m3fn), sa, sb)
     with pytest.raises(ValueError, match="out_dtype must be one of"):
         fj.matmul(a, b, sa, sb, out_dtype="int8")
+
+
+@pytest.mark.parametrize("case,exc,message", [
+    ("a_fp32", TypeError, "a must be FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes; got dtype float32"),
+    ("sa_shape", ValueError, "a_scale must have shape a.shape[:-1] + (ceil(K/128),) = (8, 4); got (8, 3)"),
+    ("k100", ValueError, "K must be a positive multiple of 16; got K = 100"),
+    ("sb_dtype", TypeError, "b_scale must be float32 (128x128 block scales); got dtype bfloat16"),
+])
+def test_eval_shape_applies_the_eager_rules(case, exc, message):
+    """Trace time (jax.eval_shape, jit) checks kinds and shapes with the eager messages."""
+    import re
+
+    import fp8gemm.jax as fj
+    a, b, sa, sb = _operands()
+    if case == "a_fp32":
+        a = jnp.zeros(a.shape, jnp.float32)
+    elif case == "sa_shape":
+        sa = jnp.ones((8, 3), jnp.float32)
+    elif case == "k100":
+        a, b = jnp.zeros((8, 100), jnp.float8_e4m3fn), jnp.zeros((256, 100), jnp.float8_e4m3fn)
+        sa, sb = jnp.ones((8, 1), jnp.float32), jnp.ones((2, 1), jnp.float32)
+    elif case == "sb_dtype":
+        sb = sb.astype(jnp.bfloat16)
+    with pytest.raises(exc, match=re.escape(message)):
+        jax.eval_shape(fj.matmul, a, b, sa, sb)
+
+
+def test_eval_shape_takes_bytes_and_batch_dims():
+    import fp8gemm.jax as fj
+    a = jax.ShapeDtypeStruct((2, 4, 256), jnp.uint8)
+    b = jax.ShapeDtypeStruct((300, 256), jnp.float8_e4m3fn)
+    res = jax.eval_shape(fj.matmul, a, b, jax.ShapeDtypeStruct((2, 4, 2), jnp.float32),
+                         jax.ShapeDtypeStruct((3, 2), jnp.float32))
+    assert res.shape == (2, 4, 300) and res.dtype == jnp.bfloat16

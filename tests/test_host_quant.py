@@ -1,0 +1,72 @@
+"""The numba host quantizers (fp8gemm/host_quant.py) against the NumPy definitions
+(reference.py): bit for bit on awkward values and shapes, every float32 bit pattern class
+through the rounding, and the public entry points use them."""
+import numpy as np
+import pytest
+
+import fp8gemm
+from fp8gemm import host_quant, reference
+
+pytest.importorskip("numba", reason="numba is not installed: the NumPy quantizers run instead")
+
+
+def awkward(shape, seed):
+    """Magnitudes over 2^-43 .. 2^43, NaN, +-Inf, +-0 and float32 subnormals."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal(shape) * np.exp(rng.uniform(-30, 30, shape))).astype(np.float32)
+    flat = w.reshape(-1)
+    flat[::97] = np.nan
+    flat[5::101] = np.inf
+    flat[7::103] = -np.inf
+    flat[9::89] = 0.0
+    flat[11::83] = -0.0
+    flat[:130] = 1e-42
+    return w
+
+
+def same(got, want):
+    (gq, gs), (wq, ws) = got, want
+    assert gq.dtype == wq.dtype and gq.shape == wq.shape and gs.shape == ws.shape
+    assert np.array_equal(gq.view(np.uint8), wq.view(np.uint8)), "FP8 values differ"
+    assert np.array_equal(gs.view(np.uint32), ws.view(np.uint32)), "scales differ"
+
+
+@pytest.mark.parametrize("shape", [(300, 1000), (7, 129), (256, 256), (129, 4097), (1, 1)])
+def test_per_block_matches_numpy(shape):
+    w = awkward(shape, sum(shape))
+    same(host_quant.quantize_per_block(w), reference.quantize_per_block(w))
+    same(host_quant.quantize_per_block(w, (64, 32), 1e-3), reference.quantize_per_block(w, (64, 32), 1e-3))
+
+
+@pytest.mark.parametrize("shape", [(5, 300), (2, 3, 128), (4, 1), (1000, 7168)])
+def test_per_token_group_matches_numpy(shape):
+    x = awkward(shape, 3)
+    same(host_quant.quantize_per_token_group(x), reference.quantize_per_token_group(x))
+
+
+def test_rounding_of_every_bit_pattern_class():
+    """A sample of all 2^32 float32 patterns (every 65521st, all exponents and signs, NaN and Inf
+    payloads), each alone in its 1 x 128 group with 127 values of 448 (scale exactly 1)."""
+    bits = np.arange(0, 1 << 32, 65521, dtype=np.uint64).astype(np.uint32)
+    x = np.full((bits.size, 128), 448.0, dtype=np.float32)
+    x[:, 0] = np.clip(bits.view(np.float32), -448, 448)
+    x[np.isnan(x[:, 0]), 1:] = 448.0
+    same(host_quant.quantize_per_token_group(x), reference.quantize_per_token_group(x))
+
+
+def test_public_entry_points_use_it(monkeypatch):
+    calls = []
+    real = host_quant._quantize_2d
+    monkeypatch.setattr(host_quant, "_quantize_2d", lambda *a: calls.append(a[1:]) or real(*a))
+    w = awkward((200, 300), 1)
+    same(fp8gemm.quantize_per_block(w), reference.quantize_per_block(w))
+    same(fp8gemm.quantize_per_token_group(w), reference.quantize_per_token_group(w))
+    assert [c[:2] for c in calls] == [(128, 128), (1, 128)]
+
+
+def test_empty_and_non_2d_fall_back():
+    same(host_quant.quantize_per_block(np.zeros((0, 5), np.float32)),
+         reference.quantize_per_block(np.zeros((0, 5), np.float32)))
+    x = np.zeros((3, 0), np.float32)
+    q, s = host_quant.quantize_per_token_group(x)
+    assert q.shape == (3, 0)

@@ -1,0 +1,44 @@
+"""fp8gemm.precompile (fp8gemm/compile_ahead.py): which jobs it plans (CPU), the progress callback of bench/warm.py, and the
+worker builder it names; the GPU run is tests/test_precompile_gpu.py."""
+import pytest
+
+import fp8gemm
+from fp8gemm import compile_ahead as pc
+from fp8gemm.bench import peers, warm
+
+
+def test_shapes_from_pairs_and_token_counts():
+    assert pc.shapes_of([(1, 2, 3)]) == [(1, 2, 3)]
+    assert pc.shapes_of(nk=[(4096, 7168)], m=[1, 64]) == [(1, 4096, 7168), (64, 4096, 7168)]
+    assert pc.shapes_of(nk=[(4096, 7168)], m=8) == [(8, 4096, 7168)]
+    assert len(pc.shapes_of()) == 264                       # the built-in trace
+
+
+def test_one_job_per_distinct_kernel():
+    shapes = pc.shapes_of()
+    jobs = pc.plan_jobs(shapes, "bfloat16", "h200", 132)
+    keys = {(j["kernel"], j["n"], j["k"]) for j in jobs}
+    assert len(keys) == len(jobs) and 0 < len(jobs) <= len(shapes)
+    assert all(j["kind"] == "fp8gemm_dispatch" and j["kind"] in peers.WARM_BUILDERS for j in jobs)
+    assert [j["kernel"] for j in jobs] == sorted(j["kernel"] for j in jobs)    # shared kernels together
+    assert fp8gemm.precompile is pc.precompile
+
+
+def test_warm_reports_progress(tmp_path):
+    """bench/warm.py's on_progress, with a worker that runs trivial jobs."""
+    seen = []
+    jobs = [{"kind": "noop", "i": i} for i in range(5)]
+    module = tmp_path / "noop_worker.py"
+    module.write_text("import sys\nfrom fp8gemm.bench.warm import worker\n"
+                      "sys.exit(worker(sys.argv[1], sys.argv[2], {'noop': lambda job: None}))\n")
+    import os
+    import sys
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = str(tmp_path) + (os.pathsep + env_path if env_path else "")
+    try:
+        report = warm.warm(jobs, 2, worker_module="noop_worker", on_progress=lambda d, t: seen.append((d, t)))
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+    assert report["crashed"] == {} and report["raised"] == {}
+    assert seen[-1] == (5, 5) and all(t == 5 and 0 <= d <= 5 for d, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
