@@ -19,8 +19,6 @@ from pathlib import Path
 from . import gemv, short_k
 from .gemv import Gemv
 from .general import SWAP_MAX_M, General, SwapAB
-
-SWAP_ESTIMATE_BIAS = 1.1       # swap-AB's estimate against 64-row tiles': 1.1x too low (fitted)
 from .short_k import ShortK
 from .variant import DEFAULT_NUM_SMS, Candidate, GemmDesc
 from .wg3 import MIN_M as WG3_MIN_M
@@ -47,6 +45,9 @@ def from_entry(entry: dict, reason: str = "") -> Candidate:
         raise ValueError(f"unknown variant {entry.get('variant')!r}; known: {', '.join(VARIANTS)}")
     knobs = {f.name: int(entry[f.name]) for f in fields(cls) if f.name != "reason" and f.name in entry}
     return cls(**knobs, reason=reason)
+
+
+SWAP_ESTIMATE_BIAS = 1.1       # swap-AB's estimate against 64-row tiles': 1.1x too low (fitted)
 
 
 # ---- the table ------------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ load_table.cache_clear = _read_table.cache_clear
 
 
 @functools.lru_cache(maxsize=4096)
-def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200",
+def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPPED_GPU,
            force_variant: str | None = None, num_sms: int = DEFAULT_NUM_SMS) -> Candidate:
     """The kernel for one shape. ``force_variant`` restricts the choice to one variant."""
     desc = GemmDesc(m, n, k, out_dtype)
@@ -181,7 +182,7 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
     return cand
 
 
-def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = "h200") -> str:
+def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPPED_GPU) -> str:
     """A sentence saying which kernel a shape gets and why."""
     c = select(m, n, k, out_dtype, gpu)
     return f"M={m} N={n} K={k} {out_dtype}: {c.describe()}, smem {c.smem_bytes(out_dtype)} B -- {c.reason}"

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .validate import ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, normalize_out_dtype
+from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, normalize_out_dtype,
+                       on_cpu_message)
 
 _OUT_TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _IN_TYPES = ("bfloat16", "float16", "float32")
@@ -36,7 +37,7 @@ def _check_device(*tensors) -> None:
     dev = tensors[0][0].device
     for t, name in tensors:
         if t.device.type not in ("cuda", "meta"):
-            raise ValueError(f"{name} is on the CPU; fp8gemm needs CUDA arrays on one GPU")
+            raise ValueError(on_cpu_message(name))
         if t.device != dev:
             raise ValueError(f"{name} is on {t.device} but a is on {dev}; all arrays must be on the same GPU")
 

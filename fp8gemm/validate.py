@@ -62,9 +62,14 @@ def check_block_size(block_size) -> None:
                          f"blocks); got {block_size!r}")
 
 
+def on_cpu_message(name: str) -> str:
+    """The rule for an argument on the host (eager here, torch_ops' fake kernels at trace time)."""
+    return f"{name} is on the CPU; fp8gemm needs CUDA arrays on one GPU"
+
+
 def _require_cuda(t: Tensor, device: int | None) -> int:
     if t.device is None:
-        raise ValueError(f"{t.name} is on the CPU; fp8gemm needs CUDA arrays on one GPU")
+        raise ValueError(on_cpu_message(t.name))
     if device is not None and t.device != device:
         raise ValueError(f"{t.name} is on GPU {t.device} but a is on GPU {device}; "
                          f"all arrays must be on the same GPU")
