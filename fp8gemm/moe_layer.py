@@ -208,13 +208,14 @@ def _contiguous(t, name):
         raise ValueError(f"{name} must be contiguous (row-major); got strides {t.strides} for shape {t.shape}")
 
 
-def _check(tx, txs, ids, wts, tw1, tw2):
-    """The layer's own rules (the grouped GEMMs check the weights' and scales' layouts):
-    returns (T, H, k, E, I)."""
+def check_moe_shapes(tx, txs, ids, wts, tw1, tw2) -> tuple:
+    """The layer's dtype and shape rules (arguments: intake Tensors or ArraySpecs; the grouped
+    GEMMs check the weights' and scales' layouts): returns (T, H, k, E, I). Eager calls and the
+    torch operator's fake kernel share them."""
     if tx.dtype not in FP8_DTYPES:
         raise TypeError(f"x must be FP8 E4M3 (or uint8 bytes) with x_scale, or bf16/fp16/fp32 without; "
                         f"got dtype {tx.dtype}")
-    if tx.ndim != 2:
+    if len(tx.shape) != 2:
         raise ValueError(f"x must be [T, H]; got shape {tx.shape}")
     t, hidden = tx.shape
     if hidden % 16:
@@ -222,11 +223,11 @@ def _check(tx, txs, ids, wts, tw1, tw2):
     if txs.dtype != "float32" or txs.shape != (t, -(-hidden // 128)):
         raise ValueError(f"x_scale must be float32 [T, ceil(H/128)] = {(t, -(-hidden // 128))}; "
                          f"got {txs.dtype} {txs.shape}")
-    if ids.ndim != 2 or ids.shape[0] != t or ids.shape[1] < 1:
+    if len(ids.shape) != 2 or ids.shape[0] != t or ids.shape[1] < 1:
         raise ValueError(f"topk_ids must be [T, k] with T = {t}; got shape {ids.shape}")
     if wts.shape != ids.shape:
         raise ValueError(f"topk_weights must have topk_ids' shape {ids.shape}; got {wts.shape}")
-    if tw1.ndim != 3 or tw2.ndim != 3:
+    if len(tw1.shape) != 3 or len(tw2.shape) != 3:
         raise ValueError(f"w1 must be [E, 2I, H] and w2 [E, H, I]; got {tw1.shape} and {tw2.shape}")
     experts, two_i, h1 = tw1.shape
     inter = two_i // 2
@@ -238,10 +239,16 @@ def _check(tx, txs, ids, wts, tw1, tw2):
         raise ValueError(f"w2 must be [E, H, I] = {(experts, hidden, inter)}; got {tw2.shape}")
     if not 1 <= experts <= MAX_GROUPS:
         raise ValueError(f"E must be 1..{MAX_GROUPS}; got {experts}")
+    return t, hidden, ids.shape[1], experts, inter
+
+
+def _check(tx, txs, ids, wts, tw1, tw2):
+    """check_moe_shapes, then devices, contiguity and alignment: returns (T, H, k, E, I)."""
+    shapes = check_moe_shapes(tx, txs, ids, wts, tw1, tw2)
     for arr, name in ((tx, "x"), (txs, "x_scale"), (ids, "topk_ids"), (wts, "topk_weights")):
         if arr.device is None or arr.device != tx.device:
             raise ValueError(f"{name} must be on the GPU of x")
         _contiguous(arr, name)
     if tx.ptr % 16:
         raise ValueError("x's data pointer must be 16-byte aligned; pass a fresh contiguous array")
-    return t, hidden, ids.shape[1], experts, inter
+    return shapes
