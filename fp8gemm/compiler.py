@@ -15,7 +15,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .hw import ARCH, require_sm90
+from .hw import ARCH, import_cupy, require_sm90
 
 NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -84,8 +84,7 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
     kern = _kernels.get(key)
     if kern is not None:
         return kern
-    import cupy
-
+    cupy = import_cupy()
     with _lock:
         kern = _kernels.get(key)
         if kern is None:
