@@ -17,7 +17,10 @@ from pathlib import Path
 
 from .hw import ARCH, import_cupy, require_sm90
 
-NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
+# NOTES: -default-device: NVRTC 12 takes the generic lambdas of the kernels (static_for, the
+# per-split K loops) for host functions, which JIT mode refuses; NVRTC 13 infers them as device
+# code either way.
+NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}", "-default-device")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
 
