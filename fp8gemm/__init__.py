@@ -14,8 +14,7 @@ from .api import matmul
 from .dispatch import explain
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
-from .quantize import quantize_per_token_group
-from .host_quant import quantize_per_block
+from .quantize import quantize_per_block, quantize_per_token_group
 from .compile_ahead import precompile
 
 __version__ = "0.1.0"
