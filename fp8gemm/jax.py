@@ -1,13 +1,21 @@
-"""fp8gemm inside ``jax.jit``: ``fp8gemm.jax.matmul`` as an XLA FFI custom call.
+"""fp8gemm inside ``jax.jit``: the GEMM, the grouped GEMMs and the quantizers as XLA FFI custom
+calls.
 
     import fp8gemm.jax
     c = jax.jit(fp8gemm.jax.matmul)(a, b, a_scale, b_scale)          # a, b float8_e4m3fn
+    y = fp8gemm.jax.grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets)
+    q, s = fp8gemm.jax.quantize_per_token_group(x)                 # q float8_e4m3fn
 
-The call lowers to the FFI target ``fp8gemm_matmul`` (platform CUDA), whose handler is Python
-(fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and stream, validates the
-problem, plans the launch once per buffer signature and launches on XLA's stream. It is declared
-safe for XLA's command buffers (CUDA graphs). ``vmap`` runs the batch sequentially. Eager JAX
-arrays also work with ``fp8gemm.matmul`` (DLPack, no jit).
+Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, ``fp8gemm_grouped_contiguous``,
+``fp8gemm_grouped_masked``, ``fp8gemm_quantize_per_token_group``, ``fp8gemm_quantize_per_block``)
+whose handler is Python (fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and
+stream, validates the problem, plans the launch once per buffer signature (the GEMMs) and launches
+on XLA's stream. Each is declared safe for XLA's command buffers (CUDA graphs). ``vmap`` runs the
+batch sequentially. Eager JAX arrays also work with the eager API (DLPack, no jit). The grouped
+GEMMs take their offsets / counts as device arrays (read by the kernel: nothing waits for the
+host); the contiguous form leaves rows outside offsets[0] .. offsets[G] unspecified, as eager
+does; the masked form plans for max_rows per group (eager's ``expected_rows`` hint is not taken
+under jit). The quantizers use eps = 1e-10.
 
 STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CPU platform
 (tests/test_xla_ffi.py); the CUDA target awaits its GPU tests (tests/test_jax_ffi_gpu.py).
@@ -20,9 +28,14 @@ from . import xla_ffi
 from .api import plan_problem
 from .intake import Tensor
 from .plans import PLANS, remember
-from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, validate_gemm
+from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, check_grouped_signature, validate_gemm, \
+    validate_grouped
 
 TARGET = "fp8gemm_matmul"
+GROUPED_TARGETS = {False: "fp8gemm_grouped_contiguous", True: "fp8gemm_grouped_masked"}
+QUANT_TARGETS = {"token": "fp8gemm_quantize_per_token_group", "block": "fp8gemm_quantize_per_block"}
+EPS = 1e-10
+_QUANT_IN = ("bfloat16", "float16", "float32")
 _lock = threading.Lock()
 
 
@@ -36,23 +49,53 @@ def _tensor(name: str, buf: xla_ffi.FfiBuffer, device: int) -> Tensor:
                   name != "out", None)
 
 
-def _execute(call: xla_ffi.Call) -> None:
-    if len(call.args) != 4 or len(call.rets) != 1:
-        raise ValueError(f"{TARGET} takes 4 arguments and 1 result; got {len(call.args)} and {len(call.rets)}")
+def _run_planned(call: xla_ffi.Call, target: str, names: tuple, tag: tuple, plan) -> None:
+    """The GEMM handlers' common path: check the arity, plan once per buffer signature
+    (``plan(inputs, out)`` -> a launch plan, or None for an empty problem) and launch on XLA's
+    stream."""
+    if len(call.args) != len(names) or len(call.rets) != 1:
+        raise ValueError(f"{target} takes {len(names)} arguments and 1 result; got {len(call.args)} and "
+                         f"{len(call.rets)}")
     device = call.device()
     bufs = (*call.args, call.rets[0])
-    key = ("jax", device) + tuple((x.ptr, x.dtype, x.shape) for x in bufs)   # -> (problem, plan or None)
+    key = tag + (device,) + tuple((x.ptr, x.dtype, x.shape) for x in bufs)   # -> (plan or None,)
     entry = PLANS.get(key)
     if entry is None:
-        a, b, sa, sb = (_tensor(nm, x, device) for nm, x in zip(("a", "b", "a_scale", "b_scale"), call.args))
-        out = _tensor("out", call.rets[0], device)
-        problem = validate_gemm(a, b, sa, sb, out, None)
-        entry = (problem, plan_problem(problem, None, problem.n, out.ptr % 16 == 0))
+        inputs = [_tensor(nm, x, device) for nm, x in zip(names, call.args)]
+        entry = (plan(inputs, _tensor("out", call.rets[0], device)),)
         with _lock:
             remember(key, entry)
-    runner = entry[1]
-    if runner is not None:
-        runner.run(call.rets[0].ptr, call.stream())
+    if entry[0] is not None:
+        entry[0].run(call.rets[0].ptr, call.stream())
+
+
+def _execute(call: xla_ffi.Call) -> None:
+    def plan(inputs, out):
+        problem = validate_gemm(*inputs, out, None)
+        return plan_problem(problem, None, problem.n, out.ptr % 16 == 0)
+    _run_planned(call, TARGET, ("a", "b", "a_scale", "b_scale"), ("jax",), plan)
+
+
+def _execute_grouped(call: xla_ffi.Call, masked: bool) -> None:
+    from .grouped import plan_grouped_problem
+
+    def plan(inputs, out):
+        gp = validate_grouped(*inputs, out, None, masked)
+        return plan_grouped_problem(gp, None, True, None, gp.gemm.n, out.ptr % 16 == 0) if gp.gemm.m > 0 else None
+    names = ("a", "b", "a_scale", "b_scale", "counts" if masked else "offsets")
+    _run_planned(call, GROUPED_TARGETS[masked], names, ("jax-grouped", masked), plan)
+
+
+def _execute_quant(call: xla_ffi.Call, kind: str) -> None:
+    from .quantize import launch_per_block, launch_per_token_group
+    target = QUANT_TARGETS[kind]
+    if len(call.args) != 1 or len(call.rets) != 2:
+        raise ValueError(f"{target} takes 1 argument and 2 results; got {len(call.args)} and {len(call.rets)}")
+    x = _tensor("x" if kind == "token" else "w", call.args[0], call.device())
+    if x.dtype not in _QUANT_IN:
+        raise TypeError(f"{x.name} must be bfloat16, float16 or float32 (got {x.dtype})")
+    launch = launch_per_token_group if kind == "token" else launch_per_block
+    launch(x, call.rets[0].ptr, call.rets[1].ptr, call.stream(), EPS)
 
 
 def _dtype_name(x) -> str:
@@ -62,8 +105,18 @@ def _dtype_name(x) -> str:
 
 
 def register() -> None:
-    """Register the CUDA FFI target (idempotent; matmul does it on first use)."""
+    """Register the CUDA FFI targets (idempotent; each function does it on first use)."""
     xla_ffi.register(TARGET, _execute, "CUDA", command_buffer_compatible=True)
+    for masked, target in GROUPED_TARGETS.items():
+        xla_ffi.register(target, lambda call, masked=masked: _execute_grouped(call, masked), "CUDA",
+                         command_buffer_compatible=True)
+    for kind, target in QUANT_TARGETS.items():
+        xla_ffi.register(target, lambda call, kind=kind: _execute_quant(call, kind), "CUDA",
+                         command_buffer_compatible=True)
+
+
+def _specs(**arrays):
+    return [ArraySpec(name, _dtype_name(x), tuple(getattr(x, "shape", ()))) for name, x in arrays.items()]
 
 
 def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
@@ -78,12 +131,73 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
     import jax.numpy as jnp
 
     register()
-    specs = [ArraySpec(name, _dtype_name(x), tuple(getattr(x, "shape", ())))
-             for name, x in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale))]
+    specs = _specs(a=a, b=b, a_scale=a_scale, b_scale=b_scale)
     check_gemm_kinds(*specs)
     sig = check_gemm_shapes(*specs, None, out_dtype)
     result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
     return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+
+
+def _grouped(a, b, a_scale, b_scale, groups, out_dtype, masked):
+    import jax
+    import jax.numpy as jnp
+
+    register()
+    name = "counts" if masked else "offsets"
+    specs = _specs(a=a, b=b, a_scale=a_scale, b_scale=b_scale, **{name: groups})
+    sig = check_grouped_signature(*specs, None, out_dtype, masked)
+    result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
+    return jax.ffi.ffi_call(GROUPED_TARGETS[masked], result, vmap_method="sequential")(a, b, a_scale, b_scale,
+                                                                                        groups)
+
+
+def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype="bfloat16"):
+    """fp8gemm.grouped_matmul_contiguous for JAX arrays, traceable under ``jax.jit``: a [P, K],
+    b [G, N, K], a_scale [P, ceil(K/128)], b_scale [G, ceil(N/128), ceil(K/128)], offsets [G + 1]
+    int32 on the device; returns [P, N] (rows outside the groups unspecified). The eager rules
+    and messages apply at trace time."""
+    return _grouped(a, b, a_scale, b_scale, offsets, out_dtype, False)
+
+
+def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype="bfloat16"):
+    """fp8gemm.grouped_matmul_masked for JAX arrays, traceable under ``jax.jit``: a [G, max_rows,
+    K], counts [G] int32 on the device; returns [G, max_rows, N] (rows at and past counts[g]
+    unspecified)."""
+    return _grouped(a, b, a_scale, b_scale, counts, out_dtype, True)
+
+
+def _quantize(x, kind):
+    import jax
+    import jax.numpy as jnp
+
+    register()
+    name = "x" if kind == "token" else "w"
+    dt, shape = _dtype_name(x), tuple(getattr(x, "shape", ()))
+    if dt not in _QUANT_IN:
+        raise TypeError(f"{name} must be bfloat16, float16 or float32 (got {dt})")
+    if kind == "token":
+        if len(shape) < 1 or shape[-1] < 1:
+            raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {shape})")
+        s_shape = shape[:-1] + (-(-shape[-1] // 128),)
+    else:
+        if len(shape) < 2:
+            raise ValueError(f"w must be [..., N, K] (at least 2 dimensions); got shape {shape}")
+        s_shape = shape[:-2] + (-(-shape[-2] // 128), -(-shape[-1] // 128))
+    results = (jax.ShapeDtypeStruct(shape, jnp.float8_e4m3fn), jax.ShapeDtypeStruct(s_shape, jnp.float32))
+    return jax.ffi.ffi_call(QUANT_TARGETS[kind], results, vmap_method="sequential")(x)
+
+
+def quantize_per_token_group(x):
+    """fp8gemm.quantize_per_token_group for JAX arrays under ``jax.jit``: x [..., K] bf16 / fp16 /
+    fp32 -> (q [..., K] float8_e4m3fn, scale [..., ceil(K/128)] float32), bit for bit the eager
+    and host quantizers (eps 1e-10)."""
+    return _quantize(x, "token")
+
+
+def quantize_per_block(w):
+    """fp8gemm.quantize_per_block for JAX arrays under ``jax.jit``: w [..., N, K] -> (q [..., N, K]
+    float8_e4m3fn, scale [..., ceil(N/128), ceil(K/128)] float32)."""
+    return _quantize(w, "block")
 
 
 def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):

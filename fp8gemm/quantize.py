@@ -77,32 +77,37 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     t = _gpu_input(x, "x", framework, stream_for)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
-    k = t.shape[-1]
-    rows = math.prod(t.shape[:-1])
-    ldx = k
-    if rows > 0:             # an empty array's strides mean nothing (CuPy reports zeros)
-        if t.strides[-1] != 1 and k > 1:
-            raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
-        ldx = collapse_rows(t, "pass a contiguous array") or k
-    groups = -(-k // GROUP)
-    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (groups,)
+    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (-(-t.shape[-1] // GROUP),)
     q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
     s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
     stream = stream_for(t.device)
-    if rows > 0:
-        vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
-        # kernels_cu/quantize_per_token_group.cu: the vector path takes 4 * loads groups per warp,
-        # the element path 1.
-        loads = VECTOR_LOADS if vector else 0
-        warps = -(-rows * groups // (4 * loads)) if loads else rows * groups
-        blocks = -(-warps * 32 // THREADS)
-        if blocks > 2**31 - 1:
-            raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
-        kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
-        params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
-                               ("u32", rows), ("u32", k), ("f32", eps)))
-        launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
+    launch_per_token_group(t, q_ptr, s_ptr, stream, eps)
     return _returned(framework, q, q_shape, s, s_shape, t.device, stream)
+
+
+def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
+    """The activation quantizer's layout rules and launch for a checked intake Tensor ``t``,
+    into compact q [..., K] and scale [..., ceil(K/128)] buffers (the eager call's, or XLA's)."""
+    k = t.shape[-1]
+    rows = math.prod(t.shape[:-1])
+    if rows == 0:            # an empty array's strides mean nothing (CuPy reports zeros)
+        return
+    if t.strides[-1] != 1 and k > 1:
+        raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
+    ldx = collapse_rows(t, "pass a contiguous array") or k
+    groups = -(-k // GROUP)
+    vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
+    # kernels_cu/quantize_per_token_group.cu: the vector path takes 4 * loads groups per warp,
+    # the element path 1.
+    loads = VECTOR_LOADS if vector else 0
+    warps = -(-rows * groups // (4 * loads)) if loads else rows * groups
+    blocks = -(-warps * 32 // THREADS)
+    if blocks > 2**31 - 1:
+        raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
+    kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
+    params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
+                           ("u32", rows), ("u32", k), ("f32", eps)))
+    launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
 
 
 def quantize_per_block(w, block=(GROUP, GROUP), eps: float = 1e-10):
@@ -125,25 +130,32 @@ def quantize_per_block(w, block=(GROUP, GROUP), eps: float = 1e-10):
     if t.ndim < 2:
         raise ValueError(f"w must be [..., N, K] (at least 2 dimensions); got shape {t.shape}")
     n, k = t.shape[-2:]
-    batch = math.prod(t.shape[:-2])
-    nb, kb = -(-n // GROUP), -(-k // GROUP)
-    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-2]) + (nb, kb)
+    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-2]) + (-(-n // GROUP), -(-k // GROUP))
     q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
     s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
     stream = stream_for(t.device)
-    if batch * n * k > 0:    # an empty array's strides mean nothing (CuPy reports zeros)
-        if k > 1 and t.strides[-1] != 1:
-            raise ValueError(f"w must be contiguous along its last dimension (strides {t.strides})")
-        ldw = t.strides[-2] if n > 1 else k
-        # the stride between matrices: the leading dimensions flattened into one
-        lead = collapse_rows(replace(t, shape=t.shape[:-2] + (n * k,), strides=t.strides[:-2] + (1,)),
-                             "pass a contiguous w") if batch > 1 else 0
-        if nb > MAX_GRID_YZ or batch > MAX_GRID_YZ:
-            raise ValueError(f"w has too many 128-row blocks ({nb}) or matrices ({batch}) for one launch "
-                             f"(at most {MAX_GRID_YZ} each)")
-        kern = compiler.get_kernel(t.device, _BLOCK_VARIANT, (_IN_TYPES[t.dtype],), 0)
-        params = KernelParams((("u64", t.ptr), ("i64", ldw), ("i64", lead), ("u64", q_ptr), ("u64", s_ptr),
-                               ("u32", n), ("u32", k), ("f32", eps)))
-        launch(t.device, (kern.kernel.ptr, kb, nb, batch, THREADS, 1, 1, 0), stream, params.address)
+    launch_per_block(t, q_ptr, s_ptr, stream, eps)
     return _returned(framework, q, q_shape, s, s_shape, t.device, stream)
 
+
+def launch_per_block(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
+    """The weight quantizer's layout rules and launch for a checked intake Tensor ``t`` [..., N,
+    K], into compact q [..., N, K] and scale [..., ceil(N/128), ceil(K/128)] buffers."""
+    n, k = t.shape[-2:]
+    batch = math.prod(t.shape[:-2])
+    if batch * n * k == 0:   # an empty array's strides mean nothing (CuPy reports zeros)
+        return
+    nb, kb = -(-n // GROUP), -(-k // GROUP)
+    if k > 1 and t.strides[-1] != 1:
+        raise ValueError(f"w must be contiguous along its last dimension (strides {t.strides})")
+    ldw = t.strides[-2] if n > 1 else k
+    # the stride between matrices: the leading dimensions flattened into one
+    lead = collapse_rows(replace(t, shape=t.shape[:-2] + (n * k,), strides=t.strides[:-2] + (1,)),
+                         "pass a contiguous w") if batch > 1 else 0
+    if nb > MAX_GRID_YZ or batch > MAX_GRID_YZ:
+        raise ValueError(f"w has too many 128-row blocks ({nb}) or matrices ({batch}) for one launch "
+                         f"(at most {MAX_GRID_YZ} each)")
+    kern = compiler.get_kernel(t.device, _BLOCK_VARIANT, (_IN_TYPES[t.dtype],), 0)
+    params = KernelParams((("u64", t.ptr), ("i64", ldw), ("i64", lead), ("u64", q_ptr), ("u64", s_ptr),
+                           ("u32", n), ("u32", k), ("f32", eps)))
+    launch(t.device, (kern.kernel.ptr, kb, nb, batch, THREADS, 1, 1, 0), stream, params.address)

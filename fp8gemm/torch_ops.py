@@ -26,14 +26,13 @@ fp8gemm.matmul (``out=`` included), ``w8a8_block_fp8_matmul`` in vLLM's argument
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional
 
 import torch
 
 from .dtypes import SWIGLU_LIMIT
 from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, check_group_layout,
-                       normalize_out_dtype, on_cpu_message)
+                       check_grouped_signature, normalize_out_dtype, on_cpu_message)
 
 _OUT_TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _IN_TYPES = ("bfloat16", "float16", "float32")
@@ -92,18 +91,16 @@ def _matmul_out_fake(a, b, a_scale, b_scale, out):
 
 
 def _grouped_signature(a, b, a_scale, b_scale, groups, out, out_dtype, masked):
-    """The eager rules of the grouped GEMMs in their order: the group layout, the kinds, the
-    devices, then matmul's shape rules for one group's weights."""
+    """The eager rules of the grouped GEMMs in their order (validate.check_grouped_signature),
+    the devices checked after the kinds as eager does."""
     name = "counts" if masked else "offsets"
     specs = [_spec(a, "a"), _spec(b, "b"), _spec(a_scale, "a_scale"), _spec(b_scale, "b_scale")]
-    g, n, k = check_group_layout(specs[0], specs[1], specs[3], _spec(groups, name), masked)
+    check_group_layout(specs[0], specs[1], specs[3], _spec(groups, name), masked)
     check_gemm_kinds(*specs)
     _check_device((a, "a"), (b, "b"), (a_scale, "a_scale"), (b_scale, "b_scale"), (groups, name),
                   *(((out, "out"),) if out is not None else ()))
-    kb, nb = -(-k // GROUP), -(-n // GROUP)
-    return check_gemm_shapes(specs[0], replace(specs[1], shape=(n, k)), specs[2],
-                             replace(specs[3], shape=(nb, kb)), _spec(out, "out") if out is not None else None,
-                             out_dtype)
+    return check_grouped_signature(*specs, _spec(groups, name), _spec(out, "out") if out is not None else None,
+                                   out_dtype, masked)
 
 
 def _check_out_shape(out, sig):

@@ -301,6 +301,15 @@ def check_group_layout(a, b, sb, groups, masked: bool) -> tuple:
     return g, n, k
 
 
+def check_grouped_signature(a, b, sa, sb, groups, out, out_dtype, masked: bool) -> GemmSignature:
+    """The grouped GEMMs' trace-time rules in the eager order (arguments: ArraySpecs; ``out`` may
+    be None): the group layout, the kinds, then matmul's shape rules for one group's weights."""
+    g, n, k = check_group_layout(a, b, sb, groups, masked)
+    check_gemm_kinds(a, b, sa, sb)
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    return check_gemm_shapes(a, replace(b, shape=(n, k)), sa, replace(sb, shape=(nb, kb)), out, out_dtype)
+
+
 def validate_grouped(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, groups: Tensor, out: Tensor | None,
                      out_dtype, masked: bool) -> GroupedProblem:
     """The rules of fp8gemm.grouped_matmul_contiguous (masked=False) and _masked (masked=True): those
