@@ -10,8 +10,9 @@ Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, ``fp8gemm_
 ``fp8gemm_grouped_masked``, ``fp8gemm_quantize_per_token_group``, ``fp8gemm_quantize_per_block``)
 whose handler is Python (fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and
 stream, validates the problem, plans the launch once per buffer signature (the GEMMs) and launches
-on XLA's stream. Each is declared safe for XLA's command buffers (CUDA graphs). ``vmap`` runs the
-batch sequentially. Eager JAX arrays also work with the eager API (DLPack, no jit). The grouped
+on XLA's stream. Each is declared safe for XLA's command buffers (CUDA graphs). ``vmap`` of
+matmul over the activations alone folds the batch into M (one launch); other batches run member
+by member. Eager JAX arrays also work with the eager API (DLPack, no jit). The grouped
 GEMMs take their offsets / counts as device arrays (read by the kernel: nothing waits for the
 host); the contiguous form leaves rows outside offsets[0] .. offsets[G] unspecified, as eager
 does; the masked form plans for max_rows per group (eager's ``expected_rows`` hint is not taken
@@ -22,14 +23,15 @@ STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CP
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 from . import xla_ffi
 from .api import plan_problem
 from .intake import Tensor
 from .plans import PLANS, remember
-from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, check_grouped_signature, validate_gemm, \
-    validate_grouped
+from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, check_grouped_signature, normalize_out_dtype, \
+    validate_gemm, validate_grouped
 
 TARGET = "fp8gemm_matmul"
 GROUPED_TARGETS = {False: "fp8gemm_grouped_contiguous", True: "fp8gemm_grouped_masked"}
@@ -131,11 +133,36 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
     import jax.numpy as jnp
 
     register()
-    specs = _specs(a=a, b=b, a_scale=a_scale, b_scale=b_scale)
-    check_gemm_kinds(*specs)
-    sig = check_gemm_shapes(*specs, None, out_dtype)
-    result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
-    return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+    return _matmul_op(normalize_out_dtype(out_dtype))(a, b, a_scale, b_scale)
+
+
+@functools.lru_cache(maxsize=None)
+def _matmul_op(out_dtype: str):
+    """The matmul call for one output dtype, with its batching rule: ``vmap`` over the activations
+    alone (a and / or a_scale batched, the weights shared) folds the batch into M, one launch
+    (a's leading dimensions are M's); a batch of weights runs member by member."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.custom_batching.custom_vmap
+    def op(a, b, a_scale, b_scale):
+        specs = _specs(a=a, b=b, a_scale=a_scale, b_scale=b_scale)
+        check_gemm_kinds(*specs)
+        sig = check_gemm_shapes(*specs, None, out_dtype)
+        result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
+        return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+
+    @op.def_vmap
+    def rule(axis_size, in_batched, a, b, a_scale, b_scale):
+        def full(x, batched):
+            return x if batched else jnp.broadcast_to(x, (axis_size,) + x.shape)
+        a_b, b_b, sa_b, sb_b = in_batched
+        if not (b_b or sb_b):
+            return op(full(a, a_b), b, full(a_scale, sa_b), b_scale), True
+        members = (full(a, a_b), full(b, b_b), full(a_scale, sa_b), full(b_scale, sb_b))
+        return jax.lax.map(lambda xs: op(*xs), members), True
+
+    return op
 
 
 def _grouped(a, b, a_scale, b_scale, groups, out_dtype, masked):

@@ -67,6 +67,9 @@ def test_vmap_over_a_batch_of_activations():
     b, sb = ops[0][1], ops[0][3]
     out = jax.jit(jax.vmap(lambda x, s: fj.matmul(x, b, s, sb, out_dtype="float32")))(a, sa)
     assert out.shape == (2, 32, 256)
+    # the batch folded into M: the same bits as one call on the stacked activations
+    once = jax.jit(lambda x, s: fj.matmul(x, b, s, sb, out_dtype="float32"))(a, sa)
+    assert np.array_equal(np.asarray(out).view(np.uint32), np.asarray(once).view(np.uint32))
     import cupy
     for i, c in enumerate(cases):
         c_same_b = type(c)(c.a, cases[0].b, c.a_scale, cases[0].b_scale)

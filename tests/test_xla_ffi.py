@@ -223,3 +223,24 @@ def test_a_jitted_fp8_layer_traces_into_one_module():
     for target in (fj.TARGET, fj.QUANT_TARGETS["token"], fj.GROUPED_TARGETS[False]):
         assert target in text
     assert jax.eval_shape(layer, *args).shape == (64, 128)
+
+
+def test_vmap_over_activations_folds_into_m():
+    """vmap of fp8gemm.jax.matmul over a and a_scale (the weights shared) lowers to one custom
+    call on a [B, M, K] operand; a batch of weights lowers to a loop of calls."""
+    import fp8gemm.jax as fj
+    a = jax.ShapeDtypeStruct((3, 32, 512), jnp.float8_e4m3fn)
+    sa = jax.ShapeDtypeStruct((3, 32, 4), jnp.float32)
+    b = jax.ShapeDtypeStruct((256, 512), jnp.float8_e4m3fn)
+    sb = jax.ShapeDtypeStruct((2, 4), jnp.float32)
+    folded = jax.jit(jax.vmap(lambda x, s: fj.matmul(x, jnp.zeros(b.shape, b.dtype), s, jnp.ones(sb.shape)),
+                              in_axes=(0, 0)))
+    text = folded.lower(a, sa).as_text()
+    calls = [line for line in text.splitlines() if f"@{fj.TARGET}(" in line]
+    assert len(calls) == 1 and "stablehlo.while" not in text
+    assert "tensor<3x32x512xf8E4M3FN>" in calls[0] and "tensor<3x32x256xbf16>" in calls[0]
+    assert jax.eval_shape(folded, a, sa).shape == (3, 32, 256)
+    per_weight = jax.jit(jax.vmap(lambda w, s: fj.matmul(jnp.zeros((32, 512), a.dtype), w, jnp.ones((32, 4)), s)))
+    text = per_weight.lower(jax.ShapeDtypeStruct((3, 256, 512), jnp.float8_e4m3fn),
+                            jax.ShapeDtypeStruct((3, 2, 4), jnp.float32)).as_text()
+    assert "stablehlo.while" in text
