@@ -16,7 +16,8 @@ by member. Eager JAX arrays also work with the eager API (DLPack, no jit). The g
 GEMMs take their offsets / counts as device arrays (read by the kernel: nothing waits for the
 host); the contiguous form leaves rows outside offsets[0] .. offsets[G] unspecified, as eager
 does; the masked form plans for max_rows per group (eager's ``expected_rows`` hint is not taken
-under jit). The quantizers use eps = 1e-10.
+under jit). The quantizers use eps = 1e-10. ``fp8gemm.jax.moe`` runs the eager MoE layer on CuPy
+views of XLA's buffers (target ``fp8gemm_moe_<clamp>``).
 
 STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CPU platform
 (tests/test_xla_ffi.py); the CUDA target awaits its GPU tests (tests/test_jax_ffi_gpu.py).
@@ -98,6 +99,45 @@ def _execute_quant(call: xla_ffi.Call, kind: str) -> None:
         raise TypeError(f"{x.name} must be bfloat16, float16 or float32 (got {x.dtype})")
     launch = launch_per_token_group if kind == "token" else launch_per_block
     launch(x, call.rets[0].ptr, call.rets[1].ptr, call.stream(), EPS)
+
+
+_CUPY_VIEW_DTYPES = {"float8_e4m3fn": "uint8", "uint8": "uint8", "int8": "int8", "int32": "int32",
+                     "float32": "float32"}
+
+
+def _cupy_view(buf: xla_ffi.FfiBuffer, device: int):
+    """An XLA buffer as a CuPy array (no copy; FP8 as its bytes, bf16 through ml_dtypes)."""
+    import cupy
+    import ml_dtypes
+    import numpy as np
+
+    dtype = np.dtype(ml_dtypes.bfloat16) if buf.dtype == "bfloat16" else np.dtype(_CUPY_VIEW_DTYPES[buf.dtype])
+    nbytes = int(np.prod(buf.shape, dtype=np.int64)) * dtype.itemsize
+    mem = cupy.cuda.UnownedMemory(buf.ptr, nbytes, None, device)
+    return cupy.ndarray(buf.shape, dtype, cupy.cuda.MemoryPointer(mem, 0))
+
+
+def _execute_moe(call: xla_ffi.Call, limit) -> None:
+    """The MoE layer on XLA's buffers and stream: the eager layer (fp8gemm.moe) on CuPy views of
+    them, its intermediates from CuPy's pool on XLA's stream (stream-ordered reuse), writing the
+    result buffer."""
+    import cupy
+
+    from .moe_layer import moe
+    if len(call.args) != 8 or len(call.rets) != 1:
+        raise ValueError(f"fp8gemm_moe takes 8 arguments and 1 result; got {len(call.args)} and {len(call.rets)}")
+    device = call.device()
+    with cupy.cuda.Device(device), cupy.cuda.ExternalStream(call.stream(), device):
+        x, xs, ids, wts, w1, w1s, w2, w2s = (_cupy_view(b, device) for b in call.args)
+        moe(x, ids, wts, w1, w1s, w2, w2s, x_scale=xs, limit=limit, out=_cupy_view(call.rets[0], device))
+
+
+def moe_target(limit) -> str:
+    """The FFI target of the MoE layer with SwiGLU clamp ``limit`` (None: no clamp): one target
+    per clamp value, registered on first use (the handlers take no attributes)."""
+    import struct
+    return "fp8gemm_moe_noclamp" if limit is None else \
+        f"fp8gemm_moe_{struct.unpack('<I', struct.pack('<f', float(limit)))[0]:08x}"
 
 
 def _dtype_name(x) -> str:
@@ -225,6 +265,29 @@ def quantize_per_block(w):
     """fp8gemm.quantize_per_block for JAX arrays under ``jax.jit``: w [..., N, K] -> (q [..., N, K]
     float8_e4m3fn, scale [..., ceil(N/128), ceil(K/128)] float32)."""
     return _quantize(w, "block")
+
+
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=10.0):
+    """fp8gemm.moe for JAX arrays, traceable under ``jax.jit``: x [T, H] FP8 with x_scale, or
+    bf16 / fp16 / fp32 without (quantized first by quantize_per_token_group); topk_ids [T, k]
+    int32, topk_weights [T, k] float32; w1 [E, 2I, H], w2 [E, H, I] FP8 with their block scales.
+    Returns [T, H] bf16. The eager layer's rules apply at trace time. Not for XLA's command
+    buffers: the layer takes its intermediates from CuPy's pool on XLA's stream."""
+    import jax
+    import jax.numpy as jnp
+
+    from .moe_layer import check_moe_signature
+    if x_scale is None:
+        x, x_scale = quantize_per_token_group(x)
+    ids = topk_ids.astype(jnp.int32) if _dtype_name(topk_ids) == "int64" else topk_ids
+    specs = _specs(x=x, x_scale=x_scale, topk_ids=ids, topk_weights=topk_weights, w1=w1, w1_scale=w1_scale,
+                   w2=w2, w2_scale=w2_scale)
+    t, hidden = check_moe_signature(*specs)
+    target = moe_target(limit)
+    xla_ffi.register(target, lambda call, limit=limit: _execute_moe(call, limit), "CUDA")
+    result = jax.ShapeDtypeStruct((t, hidden), jnp.bfloat16)
+    return jax.ffi.ffi_call(target, result, vmap_method="sequential")(x, x_scale, ids, topk_weights, w1, w1_scale,
+                                                                       w2, w2_scale)
 
 
 def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):

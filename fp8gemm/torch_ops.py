@@ -174,7 +174,7 @@ def _moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1
 
 @_moe.register_fake
 def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=False):
-    from .moe_layer import check_moe_shapes
+    from .moe_layer import check_moe_signature
 
     if x_scale is None:
         # the layer quantizes x first: the quantizer's rule, then x as its FP8 result
@@ -183,21 +183,9 @@ def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=Non
         sxs = ArraySpec("x_scale", "float32", tuple(x.shape[:-1]) + (-(-x.shape[-1] // GROUP),))
     else:
         sx, sxs = _spec(x, "x"), _spec(x_scale, "x_scale")
-    for t, name, accepted in ((topk_ids, "topk_ids", ("int32", "int64")), (topk_weights, "topk_weights", ("float32",))):
-        dt = str(t.dtype).replace("torch.", "")
-        if dt not in accepted:
-            raise TypeError(f"{name} must be {' or '.join(accepted)}; got dtype {dt}")
-    t, hidden, _, experts, inter = check_moe_shapes(sx, sxs, _spec(topk_ids, "topk_ids"),
-                                                    _spec(topk_weights, "topk_weights"), _spec(w1, "w1"),
-                                                    _spec(w2, "w2"))
-    # the grouped GEMMs' rules for the weights and their scales
-    offsets = ArraySpec("offsets", "int32", (experts + 1,))
-    for w, ws, rows, cols, a_name in ((w1, w1_scale, "w1", "w1_scale", "x"), (w2, w2_scale, "w2", "w2_scale", "act")):
-        sw, sws = _spec(w, rows), _spec(ws, cols)
-        k = sw.shape[2]
-        a_spec = ArraySpec(a_name, "float8_e4m3fn", (1, k))
-        check_group_layout(a_spec, sw, sws, offsets, False)
-        check_gemm_kinds(a_spec, sw, ArraySpec("a_scale", "float32", (1, -(-k // GROUP))), sws)
+    t, hidden = check_moe_signature(sx, sxs, _spec(topk_ids, "topk_ids"), _spec(topk_weights, "topk_weights"),
+                                    _spec(w1, "w1"), _spec(w1_scale, "w1_scale"), _spec(w2, "w2"),
+                                    _spec(w2_scale, "w2_scale"))
     _check_device((x, "x"), (topk_ids, "topk_ids"), (topk_weights, "topk_weights"), (w1, "w1"),
                   (w1_scale, "w1_scale"), (w2, "w2"), (w2_scale, "w2_scale"),
                   *(((x_scale, "x_scale"),) if x_scale is not None else ()))

@@ -143,3 +143,24 @@ def test_quantizers_under_jit_equal_the_host_ones():
     ref = reference.matmul(eq.view(np.uint8), reference.quantize_per_block(w[0])[0], es,
                            reference.quantize_per_block(w[0])[1])
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) <= 1e-4
+
+
+def test_moe_under_jit_equals_eager_bitwise():
+    """fp8gemm.jax.moe under jit gives fp8gemm.moe's bits (the same layer on XLA's buffers), for
+    new routing through one compiled function."""
+    import jax
+    import jax.numpy as jnp
+    import fp8gemm
+    import fp8gemm.jax as fj
+    from test_moe_gpu import layer, routing
+    experts, hidden, inter = 8, 384, 256
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=4)
+    w = (jnp.asarray(q1.view(np.uint8)).view(jnp.float8_e4m3fn), jnp.asarray(s1),
+         jnp.asarray(q2.view(np.uint8)).view(jnp.float8_e4m3fn), jnp.asarray(s2))
+    f = jax.jit(fj.moe)
+    for tokens, seed in ((40, 1), (300, 2)):
+        ids, wts = routing(tokens, experts, 2, seed == 2, seed=seed)
+        x = jnp.asarray(np.random.default_rng(seed).standard_normal((tokens, hidden)), jnp.bfloat16)
+        got = f(x, jnp.asarray(ids.astype(np.int32)), jnp.asarray(wts), *w)
+        want = fp8gemm.moe(x, jnp.asarray(ids.astype(np.int32)), jnp.asarray(wts), *w)
+        assert np.array_equal(np.asarray(got).view(np.uint16), np.asarray(want).view(np.uint16))

@@ -244,3 +244,35 @@ def test_vmap_over_activations_folds_into_m():
     text = per_weight.lower(jax.ShapeDtypeStruct((3, 256, 512), jnp.float8_e4m3fn),
                             jax.ShapeDtypeStruct((3, 2, 4), jnp.float32)).as_text()
     assert "stablehlo.while" in text
+
+
+def _moe_operands(t=16, h=1024, i=256, e=8, k=2, x_dtype=jnp.bfloat16):
+    return (jax.ShapeDtypeStruct((t, h), x_dtype), jax.ShapeDtypeStruct((t, k), jnp.int32),
+            jax.ShapeDtypeStruct((t, k), jnp.float32), jax.ShapeDtypeStruct((e, 2 * i, h), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((e, 2 * i // 128, h // 128), jnp.float32),
+            jax.ShapeDtypeStruct((e, h, i), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((e, h // 128, i // 128), jnp.float32))
+
+
+def test_moe_under_jit_shapes_lowering_and_rules():
+    """fp8gemm.jax.moe traces to the quantizer's and the layer's targets (one per SwiGLU clamp)
+    with the eager layer's rules and messages."""
+    import re
+
+    import fp8gemm.jax as fj
+    args = _moe_operands()
+    assert jax.eval_shape(fj.moe, *args).shape == (16, 1024)
+    text = jax.jit(fj.moe).lower(*args).as_text()
+    assert fj.QUANT_TARGETS["token"] in text and fj.moe_target(10.0) in text
+    no_clamp = jax.jit(lambda *a: fj.moe(*a, limit=None)).lower(*args).as_text()
+    assert fj.moe_target(None) in no_clamp and fj.moe_target(None) != fj.moe_target(10.0)
+    bad = list(args)
+    bad[5] = jax.ShapeDtypeStruct((8, 1024, 128), jnp.float8_e4m3fn)
+    with pytest.raises(ValueError, match=re.escape("w2 must be [E, H, I] = (8, 1024, 256); got (8, 1024, 128)")):
+        jax.eval_shape(fj.moe, *bad)
+    bad = list(args)
+    bad[2] = jax.ShapeDtypeStruct((16, 2), jnp.bfloat16)
+    with pytest.raises(TypeError, match="topk_weights must be float32; got dtype bfloat16"):
+        jax.eval_shape(fj.moe, *bad)
+    fp8 = _moe_operands(x_dtype=jnp.float8_e4m3fn)
+    with pytest.raises(ValueError, match=re.escape("x_scale must be float32 [T, ceil(H/128)] = (16, 8)")):
+        jax.eval_shape(lambda *a: fj.moe(*a, x_scale=jnp.ones((16, 4), jnp.float32)), *fp8)
