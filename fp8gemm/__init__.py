@@ -14,10 +14,11 @@ from .api import matmul
 from .dispatch import explain
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
+from .moe_ep import moe_ep
 from .quantize import quantize_per_block, quantize_per_token_group
 from .compile_ahead import precompile
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "explain", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "moe_ep", "explain", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
            "__version__"]

@@ -290,6 +290,67 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                                                                        w2, w2_scale)
 
 
+def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis, x_scale=None, limit=10.0,
+           capacity=None, local_layer=None):
+    """The MoE layer with its experts spread over mesh axis ``axis`` (jax.shard_map), tokens
+    exchanged with ``jax.lax.all_to_all``: the JAX form of fp8gemm.moe_ep (same dispatch into
+    fixed slots of ``capacity`` rows per destination, default T_local * k; same slot-order FP32
+    combine). x [T, H] (bf16 / fp16 / fp32, or FP8 with x_scale), topk_ids / topk_weights [T, k]
+    sharded on T over ``axis``; w1 [E, 2I, H], w2 [E, H, I] and their scales sharded on E over
+    ``axis`` (E / shards experts a device). Returns [T, H] bf16 sharded like x. ``local_layer``
+    replaces each device's layer (default fp8gemm.jax.moe; tests use a host stand-in)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    world = mesh.shape[axis]
+    layer = local_layer or (lambda *a, x_scale, limit: moe(*a, x_scale=x_scale, limit=limit))
+    quantize_here = x_scale is None
+
+    def shard(x, xs, ids, wts, w1, w1s, w2, w2s):
+        if quantize_here:                                             # each device its own tokens
+            x, xs = quantize_per_token_group(x)
+        t, top_k = ids.shape
+        hidden, local = x.shape[1], w1.shape[0]
+        cap = t * top_k if capacity is None else int(capacity)
+        pairs = t * top_k
+        expert = ids.reshape(-1).astype(jnp.int32)
+        valid = (expert >= 0) & (expert < world * local)
+        dest = jnp.where(valid, expert // local, world)
+        order = jnp.argsort(dest, stable=True)
+        dest_sorted = dest[order]
+        counts = jnp.zeros(world + 1, jnp.int32).at[dest_sorted].add(1)
+        starts = jnp.cumsum(counts) - counts
+        pos_sorted = jnp.arange(pairs, dtype=jnp.int32) - starts[dest_sorted]
+        keep = (dest_sorted < world) & (pos_sorted < cap)
+        slot_sorted = jnp.where(keep, dest_sorted * cap + pos_sorted, world * cap)
+        slot = jnp.zeros(pairs, jnp.int32).at[order].set(slot_sorted)
+        token = jnp.arange(pairs) // top_k
+        x_bytes = jax.lax.bitcast_convert_type(x, jnp.uint8)
+        send_x = jnp.zeros((world * cap + 1, hidden), jnp.uint8).at[slot].set(x_bytes[token])[:-1]
+        send_s = jnp.zeros((world * cap + 1, xs.shape[1]), jnp.float32).at[slot].set(xs[token])[:-1]
+        send_e = jnp.full((world * cap + 1,), -1, jnp.int32).at[slot].set(
+            jnp.where(valid, expert % local, -1))[:-1]
+        a2a = lambda v: jax.lax.all_to_all(v, axis, 0, 0, tiled=True)
+        rows = jax.lax.bitcast_convert_type(a2a(send_x), jnp.float8_e4m3fn)
+        y = layer(rows, a2a(send_e).reshape(-1, 1), jnp.ones((world * cap, 1), jnp.float32), w1, w1s, w2, w2s,
+                  x_scale=a2a(send_s), limit=limit)
+        back = jnp.concatenate([a2a(y.astype(jnp.bfloat16)), jnp.zeros((1, hidden), jnp.bfloat16)])
+        y_pair = back[slot].astype(jnp.float32).reshape(t, top_k, hidden)
+        acc = jnp.zeros((t, hidden), jnp.float32)
+        for j in range(top_k):                                        # slot order: deterministic
+            acc = acc + wts[:, j, None].astype(jnp.float32) * y_pair[:, j]
+        return acc.astype(jnp.bfloat16)
+
+    f = jax.shard_map(shard, mesh=mesh,
+                      in_specs=(P(axis, None), P(axis, None), P(axis, None), P(axis, None), P(axis, None, None),
+                                P(axis, None, None), P(axis, None, None), P(axis, None, None)),
+                      out_specs=P(axis, None), check_vma=False)
+    if quantize_here:       # a placeholder for x_scale, sharded like x (the shard quantizes)
+        x_scale = jnp.zeros((x.shape[0], 1), jnp.float32)
+    return f(x, x_scale, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale)
+
+
 def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):
     """fp8gemm.jax.matmul per shard under ``jax.jit`` (jax.shard_map): the tokens (M) split over
     mesh axis ``tokens`` and the weight rows (N) over mesh axis ``weights`` (either may be None),
