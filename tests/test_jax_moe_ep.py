@@ -77,6 +77,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_expert_parallel_layer_on_two_cpu_devices():
-    res = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+def test_expert_parallel_layer_on_two_cpu_devices(tmp_path):
+    # from tmp_path: a checkout's fp8gemm/ folder in the working directory would shadow the install
+    res = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stdout[-2000:] + res.stderr[-4000:]
