@@ -29,7 +29,7 @@ from .dtypes import SWIGLU_LIMIT
 
 
 def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None, x_scale=None,
-           limit=SWIGLU_LIMIT, capacity: int | None = None, local_layer=None):
+           limit=SWIGLU_LIMIT, capacity: int | None = None, local_layer=None, events: list | None = None):
     """One expert-parallel MoE layer on this rank's tokens -> out [T, H] bf16 (torch tensors).
 
     x            [T, H] bf16 / fp16 / fp32 (quantized here), or FP8 E4M3 with ``x_scale``
@@ -39,13 +39,21 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     w1, w1_scale, w2, w2_scale  this rank's E_local experts, as fp8gemm.moe takes them.
     group        the torch.distributed process group (None: the default group).
     capacity     rows per destination rank (default T * k: none dropped).
+    events       a list to append CUDA events to at the phases' bounds (start, after dispatch,
+                 after the rank's layer, after combine), for fp8gemm.bench.moe_ep's time split.
     Every rank calls it with the same H, k, E_local and capacity (the collectives' sizes).
     """
     import torch
     import torch.distributed as dist
 
+    def mark():
+        if events is not None:
+            events.append(torch.cuda.Event(enable_timing=True))
+            events[-1].record()
+
     world = dist.get_world_size(group)
     t, top_k = topk_ids.shape
+    mark()
     if x_scale is None:
         from .quantize import quantize_per_token_group
         x, x_scale = quantize_per_token_group(x)
@@ -91,6 +99,7 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     dist.all_to_all_single(recv_x, send_x[:world * cap].contiguous(), group=group)
     dist.all_to_all_single(recv_s, send_s[:world * cap].contiguous(), group=group)
     dist.all_to_all_single(recv_e, send_e[:world * cap].contiguous(), group=group)
+    mark()
 
     # ---- this rank's experts on every received row (one pair each, weight 1; -1: dropped)
     layer = local_layer
@@ -99,6 +108,7 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     ones = torch.ones(world * cap, 1, dtype=torch.float32, device=dev)
     rows = recv_x.view(torch.float8_e4m3fn) if recv_x.is_cuda else recv_x
     y = layer(rows, recv_e.view(-1, 1), ones, w1, w1_scale, w2, w2_scale, x_scale=recv_s, limit=limit)
+    mark()
 
     # ---- combine: the outputs back to their source ranks, summed in slot order in FP32
     back = torch.empty(world * cap, hidden, dtype=torch.bfloat16, device=dev)
@@ -109,4 +119,6 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     acc = torch.zeros(t, hidden, dtype=torch.float32, device=dev)
     for j in range(top_k):                                            # slot order: deterministic
         acc = torch.addcmul(acc, w[:, j, None], y_pair[:, j])
-    return acc.to(torch.bfloat16)
+    out = acc.to(torch.bfloat16)
+    mark()
+    return out
