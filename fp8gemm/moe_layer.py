@@ -35,7 +35,7 @@ import math
 import threading
 
 from . import compiler, driver, output
-from .dispatch.grouped import MOE_CHOICE_ROWS
+from .dispatch.grouped import device_choice
 from .dtypes import FP8_DTYPES, SWIGLU_LIMIT
 from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
@@ -155,8 +155,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
     # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
     per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
-    choose = (not fused and MOE_CHOICE_ROWS is not None
-              and MOE_CHOICE_ROWS[0] < per_expert <= MOE_CHOICE_ROWS[1])
+    choose = device_choice(per_expert, fused)
     if choose:
         choice, choice_p = buf((2, experts + 1), "int32")
         glue(ROUTE, 0, 0, choice_p)        # + choice [2][E + 1]: two-warpgroup, three-warpgroup offsets
