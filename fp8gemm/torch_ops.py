@@ -22,7 +22,9 @@ into one graph with no break in our Python, and the rules hold at trace time.
 
 The wrappers below call the operators with the eager API's argument forms: ``matmul`` as
 fp8gemm.matmul (``out=`` included), ``w8a8_block_fp8_matmul`` in vLLM's argument order,
-``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product.
+``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product; the grouped
+GEMMs and the MoE layer in the eager forms, and DeepGEMM's grouped forms
+(``m_grouped_fp8_gemm_nt_contiguous`` with its m_indices, ``m_grouped_fp8_gemm_nt_masked``).
 """
 from __future__ import annotations
 
@@ -279,3 +281,38 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
 
 def _out_dtype(out_dtype) -> str:
     return normalize_out_dtype("bfloat16" if out_dtype is None else str(out_dtype).replace("torch.", ""))
+
+
+def offsets_from_m_indices(m_indices: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """DeepGEMM's contiguous layout (``m_indices`` [P] int32: each row's group, the groups in
+    increasing order along the rows, -1 on the padding rows that align each group's rows) ->
+    offsets [G + 1] int32 on the same device, with no host sync: group g spans from its first row to the next group's first row, so a group's padding
+    rows fall inside its own span (they are computed with its weights; DeepGEMM leaves them
+    unspecified too) and a group with no rows gets an empty span."""
+    p = m_indices.shape[0]
+    rows = torch.arange(p, device=m_indices.device, dtype=torch.int64)
+    idx = torch.where(m_indices >= 0, m_indices.to(torch.int64), torch.full_like(rows, num_groups))
+    first = torch.full((num_groups + 1,), p, dtype=torch.int64, device=m_indices.device)
+    first = first.scatter_reduce(0, idx, rows, reduce="amin")
+    first[num_groups] = p
+    # empty groups: the next group's start (a suffix minimum keeps the offsets nondecreasing)
+    first = torch.flip(torch.cummin(torch.flip(first, (0,)), 0).values, (0,))
+    first[0] = 0                                      # leading padding rows join group 0
+    return first.to(torch.int32)
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices):
+    """DeepGEMM's ``m_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, m_indices)``: a [P, K]
+    with each group's rows contiguous (``m_indices`` [P], -1 on padding rows), b [G, N, K];
+    writes d [P, N] (bf16) and returns it. The A scales may be in either layout."""
+    (a_q, sa), (b_q, sb) = a, b
+    offsets = offsets_from_m_indices(m_indices, b_q.shape[0])
+    return grouped_matmul_contiguous(a_q, b_q, sa, sb, offsets, out=d)
+
+
+def m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m: int):
+    """DeepGEMM's ``m_grouped_fp8_gemm_nt_masked((a, sa), (b, sb), d, masked_m, expected_m)``:
+    a [G, max_m, K], masked_m [G] int32 rows per group, ``expected_m`` about how many rows a group
+    holds; writes d [G, max_m, N] and returns it."""
+    (a_q, sa), (b_q, sb) = a, b
+    return grouped_matmul_masked(a_q, b_q, sa, sb, masked_m, out=d, expected_rows=int(expected_m) * b_q.shape[0])

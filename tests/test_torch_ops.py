@@ -305,3 +305,26 @@ def test_compiled_moe_block_has_no_graph_break():
     assert explained.graph_break_count == 0, explained.break_reasons
     out = torch.compile(block, fullgraph=True, backend="aot_eager")(*call)
     assert out.shape == (16, 1024) and out.dtype == torch.bfloat16
+
+
+def test_offsets_from_deepgemm_m_indices():
+    """DeepGEMM's m_indices (each row's group, -1 on alignment padding) -> our offsets: a group's
+    padding rows inside its span, empty groups as empty spans, leading and trailing padding."""
+    def offsets(rows, g):
+        return ops.offsets_from_m_indices(torch.tensor(rows, dtype=torch.int32), g).tolist()
+    assert offsets([0, 0, -1, -1, 1, 1, 1, -1], 2) == [0, 4, 8]
+    assert offsets([0, -1, 2, 2, -1, -1], 4) == [0, 2, 2, 6, 6]            # groups 1 and 3 empty
+    assert offsets([-1, -1, 1, 1], 3) == [0, 2, 4, 4]                      # group 0 empty, leading padding
+    assert offsets([], 2) == [0, 0, 0]
+    assert offsets([3, 3, 3], 4) == [0, 0, 0, 0, 3]
+
+
+def test_deepgemm_grouped_forms_trace():
+    """DeepGEMM's grouped call forms run through the operators (meta tensors: shapes, no break)."""
+    a, b, sa, sb, _ = grouped_operands()
+    d = torch.empty(300, 512, dtype=torch.bfloat16, device="meta")
+    m_indices = torch.empty(300, dtype=torch.int32, device="meta")
+    assert ops.m_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, m_indices) is d
+    am, bm, sam, sbm, counts = grouped_operands(masked=True)
+    dm = torch.empty(4, 300, 512, dtype=torch.bfloat16, device="meta")
+    assert ops.m_grouped_fp8_gemm_nt_masked((am, sam), (bm, sbm), dm, counts, 64) is dm

@@ -182,3 +182,31 @@ def test_moe_op_equals_eager_compiled_and_replayed(tokens):
     torch.cuda.synchronize()
     want = fp8gemm.moe(x2, ids2, w2, *weights)
     assert torch.equal(out.view(torch.int16), want.view(torch.int16)), "replay differs from an eager call"
+
+
+def test_deepgemm_grouped_forms_equal_ours():
+    """m_grouped_fp8_gemm_nt_contiguous with DeepGEMM's m_indices layout (each group's rows padded
+    to 128) and _masked give the eager grouped GEMMs' bits on every real row."""
+    a, b, sa, sb, _ = _grouped_inputs([3, 0, 130], 256, 512, 17)
+    rows = [(0, 3), (128, 128), (128, 258)]                    # each group's real rows in the padded layout
+    p = 384
+    ap = torch.zeros(p, a.shape[1], dtype=torch.uint8, device="cuda").view(a.dtype)
+    sap = torch.ones(p, sa.shape[1], dtype=torch.float32, device="cuda")
+    m_indices = torch.full((p,), -1, dtype=torch.int32, device="cuda")
+    src = 0
+    for g, (lo, hi) in enumerate(rows):
+        ap[lo:hi], sap[lo:hi] = a[src:src + hi - lo], sa[src:src + hi - lo]
+        m_indices[lo:hi] = g
+        src += hi - lo
+    d = torch.empty(p, 256, dtype=torch.bfloat16, device="cuda")
+    assert ops.m_grouped_fp8_gemm_nt_contiguous((ap, sap), (b, sb), d, m_indices) is d
+    want = fp8gemm.grouped_matmul_contiguous(ap, b, sap, sb, [0, 128, 128, 384])
+    for lo, hi in rows:
+        assert torch.equal(d[lo:hi].view(torch.int16), want[lo:hi].view(torch.int16))
+    am = ap.view(3, 128, -1)[[0, 0, 1]].clone()                 # masked: [G, max_m, K]
+    sam = sap.view(3, 128, -1)[[0, 0, 1]].clone()
+    counts = torch.tensor([3, 0, 128], dtype=torch.int32, device="cuda")
+    dm = torch.empty(3, 128, 256, dtype=torch.bfloat16, device="cuda")
+    ops.m_grouped_fp8_gemm_nt_masked((am, sam), (b, sb), dm, counts, 64)
+    assert torch.equal(dm[0, :3].view(torch.int16), want[0:3].view(torch.int16))
+    assert torch.equal(dm[2].view(torch.int16), want[128:256].view(torch.int16))
