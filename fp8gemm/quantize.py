@@ -49,13 +49,20 @@ def _gpu_input(x, name: str, framework: str, stream_for):
     return t
 
 
-def _returned(framework, q, q_shape, s, s_shape, device, stream):
+def _quantized(framework, stream_for, t, s_shape, launch_fn, eps):
+    """Codes shaped like ``t`` and scales ``s_shape`` in the caller's framework, written by
+    ``launch_fn`` (launch_per_token_group / launch_per_block) on the caller's stream."""
+    q_shape = tuple(t.shape)
+    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
+    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
+    stream = stream_for(t.device)
+    launch_fn(t, q_ptr, s_ptr, stream, eps)
     if framework == JAX:
         import jax.numpy as jnp
 
         # NOTES: handed over as bytes and bit-cast: every DLPack importer takes uint8.
-        return (output.finish(JAX, q, q_shape, "uint8", device, stream).view(jnp.float8_e4m3fn),
-                output.finish(JAX, s, s_shape, "float32", device, stream))
+        return (output.finish(JAX, q, q_shape, "uint8", t.device, stream).view(jnp.float8_e4m3fn),
+                output.finish(JAX, s, s_shape, "float32", t.device, stream))
     return q, s
 
 
@@ -77,12 +84,8 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     t = _gpu_input(x, "x", framework, stream_for)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
-    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (-(-t.shape[-1] // GROUP),)
-    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
-    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
-    stream = stream_for(t.device)
-    launch_per_token_group(t, q_ptr, s_ptr, stream, eps)
-    return _returned(framework, q, q_shape, s, s_shape, t.device, stream)
+    s_shape = tuple(t.shape[:-1]) + (-(-t.shape[-1] // GROUP),)
+    return _quantized(framework, stream_for, t, s_shape, launch_per_token_group, eps)
 
 
 def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
@@ -130,12 +133,8 @@ def quantize_per_block(w, block=(GROUP, GROUP), eps: float = 1e-10):
     if t.ndim < 2:
         raise ValueError(f"w must be [..., N, K] (at least 2 dimensions); got shape {t.shape}")
     n, k = t.shape[-2:]
-    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-2]) + (-(-n // GROUP), -(-k // GROUP))
-    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
-    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
-    stream = stream_for(t.device)
-    launch_per_block(t, q_ptr, s_ptr, stream, eps)
-    return _returned(framework, q, q_shape, s, s_shape, t.device, stream)
+    s_shape = tuple(t.shape[:-2]) + (-(-n // GROUP), -(-k // GROUP))
+    return _quantized(framework, stream_for, t, s_shape, launch_per_block, eps)
 
 
 def launch_per_block(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
