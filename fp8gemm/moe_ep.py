@@ -91,8 +91,9 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     send_e = torch.full((world * cap + 1,), -1, dtype=torch.int32, device=dev)
     send_x[slot] = x_bytes[token]
     send_s[slot] = x_scale[token]
-    send_e[slot] = torch.where(valid, expert % local, torch.full_like(expert, -1)).to(torch.int32)
-    send_e[world * cap] = -1                                          # the trash row stays empty
+    # dropped pairs all land in the trash row with -1 (no host scalar: capturable in a CUDA graph)
+    routed = valid & (slot < world * cap)
+    send_e[slot] = torch.where(routed, expert % local, torch.full_like(expert, -1)).to(torch.int32)
     recv_x = torch.empty(world * cap, hidden, dtype=torch.uint8, device=dev)
     recv_s = torch.empty(world * cap, groups_h, dtype=torch.float32, device=dev)
     recv_e = torch.empty(world * cap, dtype=torch.int32, device=dev)
