@@ -154,7 +154,11 @@ def launch_per_block(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None
     if nb > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise ValueError(f"w has too many 128-row blocks ({nb}) or matrices ({batch}) for one launch "
                          f"(at most {MAX_GRID_YZ} each)")
-    kern = compiler.get_kernel(t.device, _BLOCK_VARIANT, (_IN_TYPES[t.dtype],), 0)
+    # Vector loads and 4-byte code stores when every row of every matrix starts 4 elements aligned
+    # (q is compact and its buffer 256-byte aligned: K % 4 == 0 aligns its rows too).
+    elem = 4 if t.dtype == "float32" else 2
+    vec = k % 4 == 0 and (ldw % 4 == 0 or n == 1) and lead % 4 == 0 and t.ptr % (4 * elem) == 0
+    kern = compiler.get_kernel(t.device, _BLOCK_VARIANT, (_IN_TYPES[t.dtype], "true" if vec else "false"), 0)
     params = KernelParams((("u64", t.ptr), ("i64", ldw), ("i64", lead), ("u64", q_ptr), ("u64", s_ptr),
                            ("u32", n), ("u32", k), ("f32", eps)))
     launch(t.device, (kern.kernel.ptr, kb, nb, batch, THREADS, 1, 1, 0), stream, params.address)

@@ -23,7 +23,7 @@ FAMILIES = [
     ("sm90_fp8_gemm_wg3", (128, 3, 0, 1, "false")),
     ("moe_glue", (0,)),
     ("quantize_per_token_group", (0, 4)),
-    ("quantize_per_block", (0,)),
+    ("quantize_per_block", (0, "true")),
 ]
 
 

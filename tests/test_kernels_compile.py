@@ -108,7 +108,8 @@ def _instantiations():
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
         for loads in (0, 1, 2):
             seen.add(("quantize_per_token_group", (in_type, loads)))
-        seen.add(("quantize_per_block", (in_type,)))        # the weight quantizer
+        for vec in ("false", "true"):                      # the weight quantizer's two paths
+            seen.add(("quantize_per_block", (in_type, vec)))
     return sorted(seen, key=str)
 
 

@@ -220,12 +220,19 @@ def block_values(shape, dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
-@pytest.mark.parametrize("shape", [(1, 1), (128, 128), (300, 260), (7, 4096), (3, 200, 136), (2, 2, 129, 16)], ids=str)
-def test_weight_quantizer_bit_exact(dtype, shape):
+@pytest.mark.parametrize("shape", [(1, 1), (128, 128), (300, 260), (130, 258), (7, 4096), (3, 200, 136),
+                                   (2, 2, 129, 16), (2, 129, 6)], ids=str)
+def test_weight_quantizer_bit_exact(dtype, shape, monkeypatch):
     """Every input dtype, N and K tails (blocks zero-filled past them), a batch of matrices in one
-    launch: codes and scales bit for bit the host reference's."""
+    launch, the vector path (K % 4 == 0) and the element path: codes and scales bit for bit the
+    host reference's."""
+    from fp8gemm import compiler
+    paths = []
+    get = compiler.get_kernel
+    monkeypatch.setattr(compiler, "get_kernel", lambda dev, v, targs, *a: paths.append(targs[-1]) or get(dev, v, targs, *a))
     wh = block_values(shape, dtype, seed=sum(shape))
     q, s = fp8gemm.quantize_per_block(_on_gpu(wh, dtype))
+    assert paths == ["true" if shape[-1] % 4 == 0 else "false"], paths
     eq, es = expect_block(wh)
     assert tuple(q.shape) == shape and tuple(s.shape) == es.shape
     np.testing.assert_array_equal(as_bytes(q), eq)
@@ -244,7 +251,9 @@ def test_weight_quantizer_strided_special_values_and_frameworks():
     wh[5, 300] = np.inf                    # block (0, 2): Inf scale, codes NaN or 0
     wh[200, 10] = 448.0 * 2 ** 30
     t = torch.from_numpy(wh).cuda()
-    for view in (t[:, :384], t[::2, 8:264]):
+    # compact rows, every other row from column 8, and rows starting 8 bytes off a 16-byte
+    # boundary (the element path)
+    for view in (t[:, :384], t[::2, 8:264], t[:, 2:386]):
         host = view.cpu().numpy()
         q, s = fp8gemm.quantize_per_block(view, eps=2.0**-100)
         eq, es = reference.quantize_per_block(host, eps=2.0**-100)
