@@ -30,6 +30,13 @@ WG3_ROWS = (240.0, 330.0)
 MOE_CHOICE_ROWS = (200.0, 450.0)
 
 
+def device_choice(rows_per_expert: float, fused: bool) -> bool:
+    """Whether fp8gemm.moe launches both grouped kernels for each GEMM and lets the routing kernel
+    pick (the estimate inside MOE_CHOICE_ROWS; never for the fused L1)."""
+    return (not fused and MOE_CHOICE_ROWS is not None
+            and MOE_CHOICE_ROWS[0] < rows_per_expert <= MOE_CHOICE_ROWS[1])
+
+
 def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
               active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS, precise_fp32: bool = True,
               wg3: bool | None = None) -> Candidate:
@@ -128,3 +135,32 @@ class SwiGLU(Candidate):
                         ("u64", gp.groups_ptr), ("u32", gp.num_groups), ("u32", 0), ("i64", gp.sb_stride_g),
                         ("u64", act_scale_ptr), ("f32", limit)) + NO_SCALE_MAP,
                     num_tiles=tiles)
+
+
+def explain_moe(tokens: int, experts: int = 256, hidden: int = 4096, inter: int = 2048, top_k: int = 6,
+                fused: bool = False, num_sms: int = DEFAULT_NUM_SMS) -> str:
+    """What fp8gemm.moe launches for ``tokens`` tokens of a layer (defaults: DeepSeek-V4-Flash)
+    and why: the host's estimate of the rows per expert, then each grouped GEMM's tile (L1 [2I, H]
+    into an FP32 h, or the fused SwiGLU L1; L2 [H, I] into bf16), or the two tiles the routing
+    kernel chooses between from the real counts."""
+    from ..grouped import rows_estimate
+    pairs = tokens * top_k
+    per_expert, active = rows_estimate(pairs, experts)
+    lines = [f"MoE layer, {tokens} tokens x top-{top_k} = {pairs} pairs over {experts} experts: the host "
+             f"estimates {per_expert:.3g} rows per non-empty expert (twice the mean, for uneven routing) on "
+             f"{active} experts"]
+    choose = device_choice(per_expert, fused)
+    gemms = (("L1", 2 * inter, hidden, "float32", False), ("L2", hidden, inter, "bfloat16", True))
+    for name, n, k, out, precise in gemms:
+        if name == "L1" and fused:
+            c = SwiGLU.fallback(experts)
+            lines.append(f"  L1 + SwiGLU (fused): {c.describe()} -- {c.reason}")
+        elif choose:
+            two = [candidate(n, k, out, experts, per_expert, active, num_sms, precise, wg3) for wg3 in (False, True)]
+            lines.append(f"  {name} [{n} x {k}] -> {out}: the routing kernel picks from the real counts between "
+                         f"{two[0].describe()} and {two[1].describe()} (the estimate lies in MOE_CHOICE_ROWS "
+                         f"{MOE_CHOICE_ROWS})")
+        else:
+            c = candidate(n, k, out, experts, per_expert, active, num_sms, precise)
+            lines.append(f"  {name} [{n} x {k}] -> {out}: {c.describe()} -- {c.reason}")
+    return "\n".join(lines)

@@ -12,13 +12,14 @@ with one fp32 scale per token per 128 K values and ``b`` [N, K] is FP8 E4M3 with
 from . import reference
 from .api import matmul
 from .dispatch import explain
+from .dispatch.grouped import explain_moe
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
-from .quantize import quantize_per_token_group
-from .host_quant import quantize_per_block
+from .moe_ep import moe_ep
+from .quantize import quantize_per_block, quantize_per_token_group
 from .compile_ahead import precompile
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "explain", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "moe_ep", "explain", "explain_moe", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
            "__version__"]

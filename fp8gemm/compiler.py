@@ -15,9 +15,12 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .hw import ARCH, require_sm90
+from .hw import ARCH, import_cupy, require_sm90
 
-NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}")
+# NOTES: -default-device: NVRTC 12 takes the generic lambdas of the kernels (static_for, the
+# per-split K loops) for host functions, which JIT mode refuses; NVRTC 13 infers them as device
+# code either way.
+NVRTC_OPTIONS = ("-std=c++17", f"-arch={ARCH}", "-default-device")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
 
@@ -84,8 +87,7 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
     kern = _kernels.get(key)
     if kern is not None:
         return kern
-    import cupy
-
+    cupy = import_cupy()
     with _lock:
         kern = _kernels.get(key)
         if kern is None:

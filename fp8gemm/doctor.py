@@ -29,7 +29,7 @@ def _line(exc) -> str:
 def gather() -> tuple[list, list]:
     """([(item, value)], [problem]) for this machine."""
     from . import __version__
-    from .hw import ARCH
+    from .hw import ARCH, CUPY_MISSING, MIN_DRIVER
 
     items = [("fp8gemm", f"{__version__} ({os.path.dirname(os.path.abspath(__file__))})"),
              ("python", f"{platform.python_version()} on {platform.platform()}"),
@@ -40,15 +40,23 @@ def gather() -> tuple[list, list]:
 
         items.append(("cupy", cupy.__version__))
         rt = cupy.cuda.runtime
+        cuda_major = None
         try:
-            items.append(("CUDA runtime (CuPy's)", _cuda_version(rt.runtimeGetVersion())))
+            runtime = rt.runtimeGetVersion()
+            cuda_major = runtime // 1000
+            items.append(("CUDA runtime (CuPy's)", _cuda_version(runtime)))
         except Exception as exc:          # noqa: BLE001 - each probe reports its own failure
             problems.append(f"the CUDA runtime does not load: {_line(exc)}")
         try:
             driver = rt.driverGetVersion()
             items.append(("NVIDIA driver (CUDA version)", _cuda_version(driver) if driver else "none"))
+            need = MIN_DRIVER.get(cuda_major, "a recent")
             if not driver:
-                problems.append("no NVIDIA driver: CuPy's CUDA 13 needs driver 580 or newer")
+                problems.append(f"no NVIDIA driver: CuPy's CUDA {cuda_major} needs driver {need} or newer")
+            elif cuda_major is not None and driver // 1000 < cuda_major:
+                other = f'install "fp8gemm[cu{driver // 1000}]"' if driver // 1000 in MIN_DRIVER else "update the driver"
+                problems.append(f"the driver supports CUDA {_cuda_version(driver)}, older than CuPy's CUDA "
+                                f"{cuda_major} (driver {need} or newer): {other}")
         except Exception as exc:          # noqa: BLE001
             problems.append(f"no NVIDIA driver answers: {_line(exc)}")
         try:
@@ -56,6 +64,9 @@ def gather() -> tuple[list, list]:
 
             major, minor = nvrtc.getVersion()
             items.append(("NVRTC", f"{major}.{minor}"))
+            if cuda_major is not None and major != cuda_major:
+                problems.append(f"NVRTC {major}.{minor} is not CuPy's CUDA {cuda_major}: install the NVRTC of "
+                                f'the same major version (the "cu{cuda_major}" extra)')
             import time
 
             from .compiler import nvrtc_cubin
@@ -84,7 +95,7 @@ def gather() -> tuple[list, list]:
         writable = os.access(cache if os.path.isdir(cache) else os.path.dirname(cache) or ".", os.W_OK)
         items.append(("kernel cache", f"{cache} ({'writable' if writable else 'NOT writable: kernels compile in memory, every process'})"))
     except ImportError as exc:
-        problems.append(f"CuPy does not import: {_line(exc)}")
+        problems.append(f"{CUPY_MISSING} ({_line(exc)})")
     from .dispatch import selector
 
     table = selector.TABLE_DIR / "h200.json"

@@ -42,9 +42,19 @@ def _quantize_2d(w, b0: int, b1: int, eps: float):
 
 
 def quantize_per_block(w, block=(SCALE_BLOCK, SCALE_BLOCK), eps: float = 1e-10):
-    """Weights w [N, K] per block[0] x block[1] tile -> (q [N, K] float8_e4m3fn, scale
-    [ceil(N/b0), ceil(K/b1)] float32); bit for bit reference.quantize_per_block."""
+    """Weights w [..., N, K] per block[0] x block[1] tile of each matrix -> (q [..., N, K]
+    float8_e4m3fn, scale [..., ceil(N/b0), ceil(K/b1)] float32); bit for bit
+    reference.quantize_per_block on each matrix."""
     w = np.asarray(w, dtype=np.float32)
+    if w.ndim > 2:
+        n, k = w.shape[-2:]
+        nb, kb = -(-n // int(block[0])), -(-k // int(block[1]))
+        flat = w.reshape((-1, n, k))
+        q = np.empty(flat.shape, dtype=reference.FP8_E4M3)
+        s = np.empty((flat.shape[0], nb, kb), dtype=np.float32)
+        for i, m in enumerate(flat):
+            q[i], s[i] = quantize_per_block(m, block, eps)
+        return q.reshape(w.shape), s.reshape(w.shape[:-2] + (nb, kb))
     if w.ndim != 2 or w.size == 0 or not _kernel():
         return reference.quantize_per_block(w, block, eps)
     return _quantize_2d(w, int(block[0]), int(block[1]), eps)

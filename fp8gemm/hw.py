@@ -15,7 +15,23 @@ FP8_E4M3_MAX = 448.0          # largest finite float8_e4m3fn
 ARCH = "sm_90a"
 MAX_GROUPS = 8192             # grouped GEMMs: the tile prefix (G + 1 words) stays in shared memory
 
+# Driver versions (nvidia-smi's "CUDA Version") a CuPy build needs, by CUDA major version.
+MIN_DRIVER = {13: "580", 12: "550"}
+CUPY_MISSING = ("fp8gemm needs CuPy for GPU work and CuPy does not import here: install fp8gemm with the "
+                "extra of your NVIDIA driver's CUDA major version (nvidia-smi: \"CUDA Version\"): "
+                "pip install \"fp8gemm[cu13]\" (driver 580 or newer) or \"fp8gemm[cu12]\" (CUDA 12.4 or "
+                "newer, driver 550 or newer)")
+
 _checked_devices = set()
+
+
+def import_cupy():
+    """The cupy module, or an ImportError saying which extra installs it."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise ImportError(f"{CUPY_MISSING} ({exc})") from exc
+    return cupy
 
 
 def check_arch(device: int, name: str, major: int, minor: int) -> None:
@@ -31,8 +47,7 @@ def require_sm90(device: int) -> None:
     """check_arch for a CUDA device, once per device and process."""
     if device in _checked_devices:
         return
-    import cupy
-
+    cupy = import_cupy()
     props = cupy.cuda.runtime.getDeviceProperties(device)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     check_arch(device, name, int(props["major"]), int(props["minor"]))

@@ -35,7 +35,7 @@ import math
 import threading
 
 from . import compiler, driver, output
-from .dispatch.grouped import MOE_CHOICE_ROWS
+from .dispatch.grouped import device_choice
 from .dtypes import FP8_DTYPES, SWIGLU_LIMIT
 from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
@@ -93,7 +93,7 @@ def _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim) -> _GluePla
 
 
 def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
-        fused: bool = False):
+        fused: bool = False, out=None):
     """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
 
     x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
@@ -105,6 +105,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
     fused        True: SwiGLU and the requantization in L1's epilogue (no [P, 2I] intermediate; the
                  same result bit for bit; slower than the chain so far, see above).
+    out          optional [T, H] bf16, contiguous, 16-byte aligned: written and returned (every row).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """
     framework = framework_of(x)
@@ -119,8 +120,11 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     tw2 = intake(w2, "w2", stream_for)
     t, hidden, top_k, experts, inter = _check(tx, txs, ids, wts, tw1, tw2)
     device = tx.device
+    tout = _check_out(intake(out, "out", stream_for), t, hidden, device) if out is not None else None
     pairs = t * top_k
     if pairs == 0:
+        if out is not None:
+            return out
         out, _ = output.allocate(framework, (t, hidden), "bfloat16", device)
         return output.finish(framework, out, (t, hidden), "bfloat16", device, stream_for(device))
     stream = stream_for(device)
@@ -138,7 +142,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     act, act_p = buf((pairs, inter), "float8_e4m3fn")
     act_scale, act_scale_p = buf((pairs, inter // 128), "float32")
     y, y_p = buf((pairs, hidden), "bfloat16")
-    out, out_p = buf((t, hidden), "bfloat16")
+    given = out
+    out, out_p = (out, tout.ptr) if tout is not None else buf((t, hidden), "bfloat16")
     lim = math.inf if limit is None else float(limit)
 
     plan = _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim)
@@ -150,8 +155,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
     # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
     per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
-    choose = (not fused and MOE_CHOICE_ROWS is not None
-              and MOE_CHOICE_ROWS[0] < per_expert <= MOE_CHOICE_ROWS[1])
+    choose = device_choice(per_expert, fused)
     if choose:
         choice, choice_p = buf((2, experts + 1), "int32")
         glue(ROUTE, 0, 0, choice_p)        # + choice [2][E + 1]: two-warpgroup, three-warpgroup offsets
@@ -176,7 +180,24 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     glue(COMBINE, y_p, 0, out_p, 0)
     # The intermediates go back to the caller's allocator here; it orders their reuse after this
     # stream's work (torch's caching allocator and CuPy's pool are both stream-ordered).
+    if given is not None:
+        return given
     return output.finish(framework, out, (t, hidden), "bfloat16", device, stream)
+
+
+def _check_out(tout, t, hidden, device):
+    """The layer's out=: [T, H] bf16, row-major and 16-byte aligned (the combine stores 16 bytes
+    at a time), on x's GPU, writable."""
+    if tout.framework == JAX or tout.read_only:
+        raise TypeError("out must be a writable CuPy or torch array (JAX arrays are immutable; leave out=None)")
+    if tout.dtype != "bfloat16" or tout.shape != (t, hidden):
+        raise ValueError(f"out must be bfloat16 [T, H] = {(t, hidden)}; got {tout.dtype} {tout.shape}")
+    if tout.device != device:
+        raise ValueError("out must be on the GPU of x")
+    _contiguous(tout, "out")
+    if tout.ptr % 16:
+        raise ValueError("out's data pointer must be 16-byte aligned")
+    return tout
 
 
 def _as_dtype(arr, name, accepted, want, framework, stream_for):
@@ -208,13 +229,14 @@ def _contiguous(t, name):
         raise ValueError(f"{name} must be contiguous (row-major); got strides {t.strides} for shape {t.shape}")
 
 
-def _check(tx, txs, ids, wts, tw1, tw2):
-    """The layer's own rules (the grouped GEMMs check the weights' and scales' layouts):
-    returns (T, H, k, E, I)."""
+def check_moe_shapes(tx, txs, ids, wts, tw1, tw2) -> tuple:
+    """The layer's dtype and shape rules (arguments: intake Tensors or ArraySpecs; the grouped
+    GEMMs check the weights' and scales' layouts): returns (T, H, k, E, I). Eager calls and the
+    torch operator's fake kernel share them."""
     if tx.dtype not in FP8_DTYPES:
         raise TypeError(f"x must be FP8 E4M3 (or uint8 bytes) with x_scale, or bf16/fp16/fp32 without; "
                         f"got dtype {tx.dtype}")
-    if tx.ndim != 2:
+    if len(tx.shape) != 2:
         raise ValueError(f"x must be [T, H]; got shape {tx.shape}")
     t, hidden = tx.shape
     if hidden % 16:
@@ -222,11 +244,11 @@ def _check(tx, txs, ids, wts, tw1, tw2):
     if txs.dtype != "float32" or txs.shape != (t, -(-hidden // 128)):
         raise ValueError(f"x_scale must be float32 [T, ceil(H/128)] = {(t, -(-hidden // 128))}; "
                          f"got {txs.dtype} {txs.shape}")
-    if ids.ndim != 2 or ids.shape[0] != t or ids.shape[1] < 1:
+    if len(ids.shape) != 2 or ids.shape[0] != t or ids.shape[1] < 1:
         raise ValueError(f"topk_ids must be [T, k] with T = {t}; got shape {ids.shape}")
     if wts.shape != ids.shape:
         raise ValueError(f"topk_weights must have topk_ids' shape {ids.shape}; got {wts.shape}")
-    if tw1.ndim != 3 or tw2.ndim != 3:
+    if len(tw1.shape) != 3 or len(tw2.shape) != 3:
         raise ValueError(f"w1 must be [E, 2I, H] and w2 [E, H, I]; got {tw1.shape} and {tw2.shape}")
     experts, two_i, h1 = tw1.shape
     inter = two_i // 2
@@ -238,10 +260,34 @@ def _check(tx, txs, ids, wts, tw1, tw2):
         raise ValueError(f"w2 must be [E, H, I] = {(experts, hidden, inter)}; got {tw2.shape}")
     if not 1 <= experts <= MAX_GROUPS:
         raise ValueError(f"E must be 1..{MAX_GROUPS}; got {experts}")
+    return t, hidden, ids.shape[1], experts, inter
+
+
+def check_moe_signature(x, x_scale, ids, wts, w1, w1_scale, w2, w2_scale) -> tuple:
+    """The layer's trace-time rules on ArraySpecs (x already FP8 with its scales; the torch
+    operator's fake and fp8gemm.jax.moe): the routing dtypes, check_moe_shapes, and the grouped
+    GEMMs' rules for each weight and its scales. Returns (T, H)."""
+    from .validate import ArraySpec, check_gemm_kinds, check_group_layout
+    for spec, accepted in ((ids, ("int32", "int64")), (wts, ("float32",))):
+        if spec.dtype not in accepted:
+            raise TypeError(f"{spec.name} must be {' or '.join(accepted)}; got dtype {spec.dtype}")
+    t, hidden, _, experts, _ = check_moe_shapes(x, x_scale, ids, wts, w1, w2)
+    offsets = ArraySpec("offsets", "int32", (experts + 1,))
+    for w, ws, a_name in ((w1, w1_scale, "x"), (w2, w2_scale, "act")):
+        k = w.shape[2]
+        a = ArraySpec(a_name, "float8_e4m3fn", (1, k))
+        check_group_layout(a, w, ws, offsets, False)
+        check_gemm_kinds(a, w, ArraySpec("a_scale", "float32", (1, -(-k // 128))), ws)
+    return t, hidden
+
+
+def _check(tx, txs, ids, wts, tw1, tw2):
+    """check_moe_shapes, then devices, contiguity and alignment: returns (T, H, k, E, I)."""
+    shapes = check_moe_shapes(tx, txs, ids, wts, tw1, tw2)
     for arr, name in ((tx, "x"), (txs, "x_scale"), (ids, "topk_ids"), (wts, "topk_weights")):
         if arr.device is None or arr.device != tx.device:
             raise ValueError(f"{name} must be on the GPU of x")
         _contiguous(arr, name)
     if tx.ptr % 16:
         raise ValueError("x's data pointer must be 16-byte aligned; pass a fresh contiguous array")
-    return t, hidden, ids.shape[1], experts, inter
+    return shapes

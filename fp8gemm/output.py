@@ -23,9 +23,8 @@ _cupy = None          # the cupy module, imported on first use (CPU-only callers
 def _cupy_module():
     global _cupy
     if _cupy is None:
-        import cupy
-
-        _cupy = cupy
+        from .hw import import_cupy
+        _cupy = import_cupy()
     return _cupy
 
 

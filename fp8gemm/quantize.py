@@ -1,13 +1,17 @@
-"""Activation quantizer: x [..., K] -> (FP8 E4M3 codes [..., K], fp32 scales [..., ceil(K/128)]).
+"""The quantizers: activations x [..., K] -> (FP8 E4M3 codes [..., K], fp32 scales
+[..., ceil(K/128)]) per 1 x 128 group, and weights w [..., N, K] -> (codes [..., N, K], scales
+[..., ceil(N/128), ceil(K/128)]) per 128 x 128 block.
 
-GPU arrays (CuPy, PyTorch, JAX) run kernels_cu/quantize_per_token_group.cu on the caller's stream
-and come back in the caller's framework (torch.float8_e4m3fn, JAX float8_e4m3fn, CuPy uint8 bytes);
-NumPy arrays run the host reference. Both compute the same values bit for bit (tested), and the
-scales come out row-major, the layout fp8gemm.matmul reads in place.
+GPU arrays (CuPy, PyTorch, JAX) run kernels_cu/quantize_per_token_group.cu or
+quantize_per_block.cu on the caller's stream and come back in the caller's framework
+(torch.float8_e4m3fn, JAX float8_e4m3fn, CuPy uint8 bytes); NumPy arrays run the host quantizers
+(fp8gemm/host_quant.py). Both compute the same values bit for bit (tested), and the scales come
+out row-major, the layout the GEMMs read in place.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from . import compiler, driver, host_quant, output
 from .intake import CUPY, JAX, TORCH, framework_of, intake
@@ -22,6 +26,44 @@ VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many gr
                                  # 1 and 2 within 3% of each other, 0.93-0.99 of a same-bytes stream)
 _IN_TYPES = KERNEL_TYPE_IDS        # the input's type id: kernels_cu/common/types.cuh OutType
 _VARIANT = "quantize_per_token_group"
+_BLOCK_VARIANT = "quantize_per_block"
+MAX_GRID_YZ = 65535
+
+
+def _check_eps(eps) -> None:
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
+        raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
+                         f"eps / 448 must stay normal float32 values, because the kernels are compiled "
+                         f"flush-to-zero")
+
+
+def _gpu_input(x, name: str, framework: str, stream_for):
+    if framework == TORCH and x.device.type != "cuda":
+        raise ValueError(f"{name} is a torch tensor on {x.device}; pass a CUDA tensor (or a NumPy array for the host "
+                         f"quantizer)")
+    t = intake(x, name, stream_for)
+    if t.device is None:
+        raise ValueError(f"{name} is on the CPU; pass a CUDA array (or a NumPy array for the host quantizer)")
+    if t.dtype not in _IN_TYPES:
+        raise TypeError(f"{name} must be bfloat16, float16 or float32 (got {t.dtype})")
+    return t
+
+
+def _quantized(framework, stream_for, t, s_shape, launch_fn, eps):
+    """Codes shaped like ``t`` and scales ``s_shape`` in the caller's framework, written by
+    ``launch_fn`` (launch_per_token_group / launch_per_block) on the caller's stream."""
+    q_shape = tuple(t.shape)
+    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
+    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
+    stream = stream_for(t.device)
+    launch_fn(t, q_ptr, s_ptr, stream, eps)
+    if framework == JAX:
+        import jax.numpy as jnp
+
+        # NOTES: handed over as bytes and bit-cast: every DLPack importer takes uint8.
+        return (output.finish(JAX, q, q_shape, "uint8", t.device, stream).view(jnp.float8_e4m3fn),
+                output.finish(JAX, s, s_shape, "float32", t.device, stream))
+    return q, s
 
 
 def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
@@ -37,51 +79,86 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
         return host_quant.quantize_per_token_group(x, group_size, eps)     # NumPy and friends: host
     if group_size != GROUP:
         raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
-        raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
-                         f"eps / 448 must stay normal float32 values, because the kernels are compiled "
-                         f"flush-to-zero")
-    if framework == TORCH and x.device.type != "cuda":
-        raise ValueError(f"x is a torch tensor on {x.device}; pass a CUDA tensor (or a NumPy array for the host "
-                         f"quantizer)")
+    _check_eps(eps)
     stream_for = output.stream_for_framework(framework)
-    t = intake(x, "x", stream_for)
-    if t.device is None:
-        raise ValueError("x is on the CPU; pass a CUDA array (or a NumPy array for the host quantizer)")
-    if t.dtype not in _IN_TYPES:
-        raise TypeError(f"x must be bfloat16, float16 or float32 (got {t.dtype})")
+    t = _gpu_input(x, "x", framework, stream_for)
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
+    s_shape = tuple(t.shape[:-1]) + (-(-t.shape[-1] // GROUP),)
+    return _quantized(framework, stream_for, t, s_shape, launch_per_token_group, eps)
+
+
+def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
+    """The activation quantizer's layout rules and launch for a checked intake Tensor ``t``,
+    into compact q [..., K] and scale [..., ceil(K/128)] buffers (the eager call's, or XLA's)."""
     k = t.shape[-1]
     rows = math.prod(t.shape[:-1])
-    ldx = k
-    if rows > 0:             # an empty array's strides mean nothing (CuPy reports zeros)
-        if t.strides[-1] != 1 and k > 1:
-            raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
-        ldx = collapse_rows(t, "pass a contiguous array") or k
+    if rows == 0:            # an empty array's strides mean nothing (CuPy reports zeros)
+        return
+    if t.strides[-1] != 1 and k > 1:
+        raise ValueError(f"x must be contiguous along its last dimension (strides {t.strides})")
+    ldx = collapse_rows(t, "pass a contiguous array") or k
     groups = -(-k // GROUP)
-    q_shape, s_shape = tuple(t.shape), tuple(t.shape[:-1]) + (groups,)
-    q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
-    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
-    stream = stream_for(t.device)
-    if rows > 0:
-        vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
-        # kernels_cu/quantize_per_token_group.cu: the vector path takes 4 * loads groups per warp,
-        # the element path 1.
-        loads = VECTOR_LOADS if vector else 0
-        warps = -(-rows * groups // (4 * loads)) if loads else rows * groups
-        blocks = -(-warps * 32 // THREADS)
-        if blocks > 2**31 - 1:
-            raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
-        kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
-        params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
-                               ("u32", rows), ("u32", k), ("f32", eps)))
-        launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
-    if framework == JAX:
-        import jax.numpy as jnp
+    vector = k % GROUP == 0 and t.ptr % 16 == 0 and ldx % 8 == 0
+    # kernels_cu/quantize_per_token_group.cu: the vector path takes 4 * loads groups per warp,
+    # the element path 1.
+    loads = VECTOR_LOADS if vector else 0
+    warps = -(-rows * groups // (4 * loads)) if loads else rows * groups
+    blocks = -(-warps * 32 // THREADS)
+    if blocks > 2**31 - 1:
+        raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
+    kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
+    params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
+                           ("u32", rows), ("u32", k), ("f32", eps)))
+    launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
 
-        # NOTES: handed over as bytes and bit-cast: every DLPack importer takes uint8.
-        return (output.finish(JAX, q, q_shape, "uint8", t.device, stream).view(jnp.float8_e4m3fn),
-                output.finish(JAX, s, s_shape, "float32", t.device, stream))
-    return q, s
 
+def quantize_per_block(w, block=(GROUP, GROUP), eps: float = 1e-10):
+    """Quantize weights per 128 x 128 block: ``scale = max(amax, eps) / 448``, ``q = w / scale``
+    rounded to the nearest E4M3 value (clipped to +-448), bit for bit reference.quantize_per_block.
+
+    w: [..., N, K] bfloat16 / float16 / float32 on a GPU (CuPy, PyTorch, JAX), K-contiguous (a
+    batch of matrices, e.g. an MoE layer's experts [E, N, K], is one launch); or a NumPy array
+    (the host quantizers, any ``block``). Returns (q [..., N, K], scale [..., ceil(N/128),
+    ceil(K/128)]), ready for the GEMMs' ``b`` and ``b_scale``.
+    """
+    framework = framework_of(w)
+    if framework not in (CUPY, TORCH, JAX) and (hasattr(w, "__array_interface__") or isinstance(w, (list, tuple))):
+        return host_quant.quantize_per_block(w, block, eps)                # NumPy and friends: host
+    if tuple(block) != (GROUP, GROUP):
+        raise ValueError(f"block must be ({GROUP}, {GROUP}) on the GPU (got {block!r})")
+    _check_eps(eps)
+    stream_for = output.stream_for_framework(framework)
+    t = _gpu_input(w, "w", framework, stream_for)
+    if t.ndim < 2:
+        raise ValueError(f"w must be [..., N, K] (at least 2 dimensions); got shape {t.shape}")
+    n, k = t.shape[-2:]
+    s_shape = tuple(t.shape[:-2]) + (-(-n // GROUP), -(-k // GROUP))
+    return _quantized(framework, stream_for, t, s_shape, launch_per_block, eps)
+
+
+def launch_per_block(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
+    """The weight quantizer's layout rules and launch for a checked intake Tensor ``t`` [..., N,
+    K], into compact q [..., N, K] and scale [..., ceil(N/128), ceil(K/128)] buffers."""
+    n, k = t.shape[-2:]
+    batch = math.prod(t.shape[:-2])
+    if batch * n * k == 0:   # an empty array's strides mean nothing (CuPy reports zeros)
+        return
+    nb, kb = -(-n // GROUP), -(-k // GROUP)
+    if k > 1 and t.strides[-1] != 1:
+        raise ValueError(f"w must be contiguous along its last dimension (strides {t.strides})")
+    ldw = t.strides[-2] if n > 1 else k
+    # the stride between matrices: the leading dimensions flattened into one
+    lead = collapse_rows(replace(t, shape=t.shape[:-2] + (n * k,), strides=t.strides[:-2] + (1,)),
+                         "pass a contiguous w") if batch > 1 else 0
+    if nb > MAX_GRID_YZ or batch > MAX_GRID_YZ:
+        raise ValueError(f"w has too many 128-row blocks ({nb}) or matrices ({batch}) for one launch "
+                         f"(at most {MAX_GRID_YZ} each)")
+    # Vector loads and 4-byte code stores when every row of every matrix starts 4 elements aligned
+    # (q is compact and its buffer 256-byte aligned: K % 4 == 0 aligns its rows too).
+    elem = 4 if t.dtype == "float32" else 2
+    vec = k % 4 == 0 and (ldw % 4 == 0 or n == 1) and lead % 4 == 0 and t.ptr % (4 * elem) == 0
+    kern = compiler.get_kernel(t.device, _BLOCK_VARIANT, (_IN_TYPES[t.dtype], "true" if vec else "false"), 0)
+    params = KernelParams((("u64", t.ptr), ("i64", ldw), ("i64", lead), ("u64", q_ptr), ("u64", s_ptr),
+                           ("u32", n), ("u32", k), ("f32", eps)))
+    launch(t.device, (kern.kernel.ptr, kb, nb, batch, THREADS, 1, 1, 0), stream, params.address)

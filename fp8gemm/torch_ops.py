@@ -4,24 +4,37 @@
 
   fp8gemm::matmul(a, b, a_scale, b_scale, out_dtype="bfloat16") -> Tensor
   fp8gemm::matmul_out(a, b, a_scale, b_scale, out) -> ()            (writes ``out``)
+  fp8gemm::grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16",
+                                     precise_fp32=True) -> Tensor
+  fp8gemm::grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32=True)
+  fp8gemm::grouped_matmul_masked(a, b, a_scale, b_scale, counts, out_dtype="bfloat16",
+                                 expected_rows=None) -> Tensor
+  fp8gemm::grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows=None)
+  fp8gemm::moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=10.0,
+               fused=False) -> Tensor
   fp8gemm::quantize_per_token_group(x, eps=1e-10) -> (q, scale)
 
-Each is a ``torch.library.custom_op`` whose real kernel is fp8gemm's (``fp8gemm.matmul``,
-``fp8gemm.quantize_per_token_group``, on the current stream) and whose fake kernel applies the
+Each is a ``torch.library.custom_op`` whose real kernel is fp8gemm's (``fp8gemm.matmul``, the
+grouped GEMMs, ``fp8gemm.moe``, ``fp8gemm.quantize_per_token_group``, on the current stream) and whose fake kernel applies the
 same kind and shape rules, with the same messages, to fake or meta tensors and returns outputs of
 the right shape and dtype. So ``torch.compile(fullgraph=True)`` traces a model that calls them
 into one graph with no break in our Python, and the rules hold at trace time.
 
 The wrappers below call the operators with the eager API's argument forms: ``matmul`` as
 fp8gemm.matmul (``out=`` included), ``w8a8_block_fp8_matmul`` in vLLM's argument order,
-``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product.
+``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product; the grouped
+GEMMs and the MoE layer in the eager forms, and DeepGEMM's grouped forms
+(``m_grouped_fp8_gemm_nt_contiguous`` with its m_indices, ``m_grouped_fp8_gemm_nt_masked``).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
-from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, normalize_out_dtype,
-                       on_cpu_message)
+from .dtypes import SWIGLU_LIMIT
+from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, check_group_layout,
+                       check_grouped_signature, normalize_out_dtype, on_cpu_message)
 
 _OUT_TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _IN_TYPES = ("bfloat16", "float16", "float32")
@@ -79,6 +92,116 @@ def _matmul_out_fake(a, b, a_scale, b_scale, out):
         raise ValueError(f"out must have shape {sig.out_shape}; got {tuple(out.shape)}")
 
 
+def _grouped_signature(a, b, a_scale, b_scale, groups, out, out_dtype, masked):
+    """The eager rules of the grouped GEMMs in their order (validate.check_grouped_signature),
+    the devices checked after the kinds as eager does."""
+    name = "counts" if masked else "offsets"
+    specs = [_spec(a, "a"), _spec(b, "b"), _spec(a_scale, "a_scale"), _spec(b_scale, "b_scale")]
+    check_group_layout(specs[0], specs[1], specs[3], _spec(groups, name), masked)
+    check_gemm_kinds(*specs)
+    _check_device((a, "a"), (b, "b"), (a_scale, "a_scale"), (b_scale, "b_scale"), (groups, name),
+                  *(((out, "out"),) if out is not None else ()))
+    return check_grouped_signature(*specs, _spec(groups, name), _spec(out, "out") if out is not None else None,
+                                   out_dtype, masked)
+
+
+def _check_out_shape(out, sig):
+    if tuple(out.shape) != sig.out_shape:
+        raise ValueError(f"out must have shape {sig.out_shape}; got {tuple(out.shape)}")
+
+
+@torch.library.custom_op("fp8gemm::grouped_matmul_contiguous", mutates_args=())
+def _grouped_contiguous(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                        offsets: torch.Tensor, out_dtype: str = "bfloat16", precise_fp32: bool = True) -> torch.Tensor:
+    from .grouped import grouped_matmul_contiguous
+
+    return grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype=out_dtype, precise_fp32=precise_fp32)
+
+
+@_grouped_contiguous.register_fake
+def _grouped_contiguous_fake(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16", precise_fp32=True):
+    sig = _grouped_signature(a, b, a_scale, b_scale, offsets, None, out_dtype, False)
+    return a.new_empty(sig.out_shape, dtype=_OUT_TORCH[sig.out_dtype])
+
+
+@torch.library.custom_op("fp8gemm::grouped_matmul_contiguous_out", mutates_args=("out",))
+def _grouped_contiguous_out(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                            offsets: torch.Tensor, out: torch.Tensor, precise_fp32: bool = True) -> None:
+    from .grouped import grouped_matmul_contiguous
+
+    grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out=out, precise_fp32=precise_fp32)
+
+
+@_grouped_contiguous_out.register_fake
+def _grouped_contiguous_out_fake(a, b, a_scale, b_scale, offsets, out, precise_fp32=True):
+    _check_out_shape(out, _grouped_signature(a, b, a_scale, b_scale, offsets, out, None, False))
+
+
+@torch.library.custom_op("fp8gemm::grouped_matmul_masked", mutates_args=())
+def _grouped_masked(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                    counts: torch.Tensor, out_dtype: str = "bfloat16",
+                    expected_rows: Optional[int] = None) -> torch.Tensor:
+    from .grouped import grouped_matmul_masked
+
+    return grouped_matmul_masked(a, b, a_scale, b_scale, counts, out_dtype=out_dtype, expected_rows=expected_rows)
+
+
+@_grouped_masked.register_fake
+def _grouped_masked_fake(a, b, a_scale, b_scale, counts, out_dtype="bfloat16", expected_rows=None):
+    sig = _grouped_signature(a, b, a_scale, b_scale, counts, None, out_dtype, True)
+    return a.new_empty(sig.out_shape, dtype=_OUT_TORCH[sig.out_dtype])
+
+
+@torch.library.custom_op("fp8gemm::grouped_matmul_masked_out", mutates_args=("out",))
+def _grouped_masked_out(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
+                        counts: torch.Tensor, out: torch.Tensor, expected_rows: Optional[int] = None) -> None:
+    from .grouped import grouped_matmul_masked
+
+    grouped_matmul_masked(a, b, a_scale, b_scale, counts, out=out, expected_rows=expected_rows)
+
+
+@_grouped_masked_out.register_fake
+def _grouped_masked_out_fake(a, b, a_scale, b_scale, counts, out, expected_rows=None):
+    _check_out_shape(out, _grouped_signature(a, b, a_scale, b_scale, counts, out, None, True))
+
+
+@torch.library.custom_op("fp8gemm::moe", mutates_args=())
+def _moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+         w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor, x_scale: Optional[torch.Tensor] = None,
+         limit: Optional[float] = SWIGLU_LIMIT, fused: bool = False) -> torch.Tensor:
+    from .moe_layer import moe
+
+    return moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=x_scale, limit=limit, fused=fused)
+
+
+@_moe.register_fake
+def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=False):
+    from .moe_layer import check_moe_signature
+
+    if x_scale is None:
+        # the layer quantizes x first: the quantizer's rule, then x as its FP8 result
+        _check_quantizer_input(x)
+        sx = ArraySpec("x", "float8_e4m3fn", tuple(x.shape))
+        sxs = ArraySpec("x_scale", "float32", tuple(x.shape[:-1]) + (-(-x.shape[-1] // GROUP),))
+    else:
+        sx, sxs = _spec(x, "x"), _spec(x_scale, "x_scale")
+    t, hidden = check_moe_signature(sx, sxs, _spec(topk_ids, "topk_ids"), _spec(topk_weights, "topk_weights"),
+                                    _spec(w1, "w1"), _spec(w1_scale, "w1_scale"), _spec(w2, "w2"),
+                                    _spec(w2_scale, "w2_scale"))
+    _check_device((x, "x"), (topk_ids, "topk_ids"), (topk_weights, "topk_weights"), (w1, "w1"),
+                  (w1_scale, "w1_scale"), (w2, "w2"), (w2_scale, "w2_scale"),
+                  *(((x_scale, "x_scale"),) if x_scale is not None else ()))
+    return x.new_empty((t, hidden), dtype=torch.bfloat16)
+
+
+def _check_quantizer_input(x):
+    dt = str(x.dtype).replace("torch.", "")
+    if dt not in _IN_TYPES:
+        raise TypeError(f"x must be bfloat16, float16 or float32 (got {dt})")
+    if x.dim() < 1 or x.shape[-1] < 1:
+        raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {tuple(x.shape)})")
+
+
 @torch.library.custom_op("fp8gemm::quantize_per_token_group", mutates_args=())
 def _quantize(x: torch.Tensor, eps: float = 1e-10) -> tuple[torch.Tensor, torch.Tensor]:
     from .quantize import quantize_per_token_group
@@ -88,11 +211,7 @@ def _quantize(x: torch.Tensor, eps: float = 1e-10) -> tuple[torch.Tensor, torch.
 
 @_quantize.register_fake
 def _quantize_fake(x, eps=1e-10):
-    dt = str(x.dtype).replace("torch.", "")
-    if dt not in _IN_TYPES:
-        raise TypeError(f"x must be bfloat16, float16 or float32 (got {dt})")
-    if x.dim() < 1 or x.shape[-1] < 1:
-        raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {tuple(x.shape)})")
+    _check_quantizer_input(x)
     _check_device((x, "x"))
     groups = -(-x.shape[-1] // GROUP)
     return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
@@ -111,9 +230,7 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, bias=None):
         if bias is not None:
             out.add_(bias.to(out.dtype))
         return out
-    dt = normalize_out_dtype("bfloat16" if out_dtype is None else
-                             str(out_dtype).replace("torch.", ""))
-    return _add_bias(torch.ops.fp8gemm.matmul(a, b, a_scale, b_scale, dt), bias)
+    return _add_bias(torch.ops.fp8gemm.matmul(a, b, a_scale, b_scale, _out_dtype(out_dtype)), bias)
 
 
 def w8a8_block_fp8_matmul(A, B, As, Bs, block_size=(128, 128), output_dtype=torch.bfloat16, bias=None):
@@ -136,3 +253,66 @@ def fp8_gemm_nt(a, b, d, c=None, bias=None):
         acc = acc + bias.to(torch.float32)
     d.copy_(acc)
     return d
+
+
+def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None, precise_fp32=True):
+    """fp8gemm.grouped_matmul_contiguous through the operators (``offsets`` a CUDA int32 tensor)."""
+    if out is not None:
+        torch.ops.fp8gemm.grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32)
+        return out
+    return torch.ops.fp8gemm.grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, _out_dtype(out_dtype),
+                                                       precise_fp32)
+
+
+def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None, expected_rows=None):
+    """fp8gemm.grouped_matmul_masked through the operators (``counts`` a CUDA int32 tensor)."""
+    if out is not None:
+        torch.ops.fp8gemm.grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows)
+        return out
+    return torch.ops.fp8gemm.grouped_matmul_masked(a, b, a_scale, b_scale, counts, _out_dtype(out_dtype),
+                                                   expected_rows)
+
+
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT, fused=False):
+    """fp8gemm.moe through the operator."""
+    return torch.ops.fp8gemm.moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale,
+                                 None if limit is None else float(limit), fused)
+
+
+def _out_dtype(out_dtype) -> str:
+    return normalize_out_dtype("bfloat16" if out_dtype is None else str(out_dtype).replace("torch.", ""))
+
+
+def offsets_from_m_indices(m_indices: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """DeepGEMM's contiguous layout (``m_indices`` [P] int32: each row's group, the groups in
+    increasing order along the rows, -1 on the padding rows that align each group's rows) ->
+    offsets [G + 1] int32 on the same device, with no host sync: group g spans from its first row to the next group's first row, so a group's padding
+    rows fall inside its own span (they are computed with its weights; DeepGEMM leaves them
+    unspecified too) and a group with no rows gets an empty span."""
+    p = m_indices.shape[0]
+    rows = torch.arange(p, device=m_indices.device, dtype=torch.int64)
+    idx = torch.where(m_indices >= 0, m_indices.to(torch.int64), torch.full_like(rows, num_groups))
+    first = torch.full((num_groups + 1,), p, dtype=torch.int64, device=m_indices.device)
+    first = first.scatter_reduce(0, idx, rows, reduce="amin")
+    first[num_groups] = p
+    # empty groups: the next group's start (a suffix minimum keeps the offsets nondecreasing)
+    first = torch.flip(torch.cummin(torch.flip(first, (0,)), 0).values, (0,))
+    first[0] = 0                                      # leading padding rows join group 0
+    return first.to(torch.int32)
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices):
+    """DeepGEMM's ``m_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, m_indices)``: a [P, K]
+    with each group's rows contiguous (``m_indices`` [P], -1 on padding rows), b [G, N, K];
+    writes d [P, N] (bf16) and returns it. The A scales may be in either layout."""
+    (a_q, sa), (b_q, sb) = a, b
+    offsets = offsets_from_m_indices(m_indices, b_q.shape[0])
+    return grouped_matmul_contiguous(a_q, b_q, sa, sb, offsets, out=d)
+
+
+def m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m: int):
+    """DeepGEMM's ``m_grouped_fp8_gemm_nt_masked((a, sa), (b, sb), d, masked_m, expected_m)``:
+    a [G, max_m, K], masked_m [G] int32 rows per group, ``expected_m`` about how many rows a group
+    holds; writes d [G, max_m, N] and returns it."""
+    (a_q, sa), (b_q, sb) = a, b
+    return grouped_matmul_masked(a_q, b_q, sa, sb, masked_m, out=d, expected_rows=int(expected_m) * b_q.shape[0])

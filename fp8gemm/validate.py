@@ -272,18 +272,16 @@ class GroupedProblem:
     sb_stride_g: int       # elements between groups' block scales
 
 
-def validate_grouped(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, groups: Tensor, out: Tensor | None,
-                     out_dtype, masked: bool) -> GroupedProblem:
-    """The rules of fp8gemm.grouped_matmul_contiguous (masked=False) and _masked (masked=True): those
-    of matmul for the rows of A against one group's weights, plus the group layout."""
-    if b.ndim != 3:
+def check_group_layout(a, b, sb, groups, masked: bool) -> tuple:
+    """The group-layout rules of the grouped GEMMs (arguments: intake Tensors or ArraySpecs):
+    b [G, N, K], b_scale [G, ceil(N/128), ceil(K/128)], the int32 offsets [G + 1] (contiguous) or
+    counts [G] (masked), and a's rank. Returns (G, N, K). Eager calls and the torch operators'
+    fake kernels share them."""
+    if len(b.shape) != 3:
         raise ValueError(f"b must have shape [G, N, K] (one weight matrix per group); got shape {b.shape}")
     g, n, k = b.shape
     if not 1 <= g <= MAX_GROUPS:
         raise ValueError(f"b must hold 1..{MAX_GROUPS} groups; got G = {g}")
-    if g > 1 and n > 0 and b.strides[0] != n * b.strides[1]:
-        raise ValueError(f"b's groups must follow each other without gaps (stride along G = N x the "
-                         f"row stride); got strides {b.strides}. Pass a contiguous b")
     if g * n > INT32_MAX:
         raise ValueError(f"G x N must be < 2**31; got {g} x {n}")
     kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
@@ -295,13 +293,34 @@ def validate_grouped(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, groups: Tenso
         raise TypeError(f"{groups.name} must be int32; got dtype {groups.dtype}")
     if groups.shape != want:
         raise ValueError(f"{groups.name} must have shape {want} ({what} of G = {g} groups); got {groups.shape}")
-    if want[0] > 1 and groups.strides[0] != 1:
-        raise ValueError(f"{groups.name} must be contiguous; got stride {groups.strides[0]}")
     if masked:
-        if a.ndim != 3 or a.shape[0] != g:
+        if len(a.shape) != 3 or a.shape[0] != g:
             raise ValueError(f"a must have shape [G, max_rows, K] with G = {g} (b's groups); got {a.shape}")
-    elif a.ndim != 2:
+    elif len(a.shape) != 2:
         raise ValueError(f"a must have shape [P, K] (all groups' rows, group by group); got {a.shape}")
+    return g, n, k
+
+
+def check_grouped_signature(a, b, sa, sb, groups, out, out_dtype, masked: bool) -> GemmSignature:
+    """The grouped GEMMs' trace-time rules in the eager order (arguments: ArraySpecs; ``out`` may
+    be None): the group layout, the kinds, then matmul's shape rules for one group's weights."""
+    g, n, k = check_group_layout(a, b, sb, groups, masked)
+    check_gemm_kinds(a, b, sa, sb)
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    return check_gemm_shapes(a, replace(b, shape=(n, k)), sa, replace(sb, shape=(nb, kb)), out, out_dtype)
+
+
+def validate_grouped(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, groups: Tensor, out: Tensor | None,
+                     out_dtype, masked: bool) -> GroupedProblem:
+    """The rules of fp8gemm.grouped_matmul_contiguous (masked=False) and _masked (masked=True): those
+    of matmul for the rows of A against one group's weights, plus the group layout."""
+    g, n, k = check_group_layout(a, b, sb, groups, masked)
+    if g > 1 and n > 0 and b.strides[0] != n * b.strides[1]:
+        raise ValueError(f"b's groups must follow each other without gaps (stride along G = N x the "
+                         f"row stride); got strides {b.strides}. Pass a contiguous b")
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    if (g if masked else g + 1) > 1 and groups.strides[0] != 1:
+        raise ValueError(f"{groups.name} must be contiguous; got stride {groups.strides[0]}")
 
     # One group's weights and scales as the plain GEMM's b and b_scale: every rule of matmul.
     b0 = replace(b, shape=(n, k), strides=b.strides[1:])

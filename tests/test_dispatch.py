@@ -336,3 +336,22 @@ def test_tables_follow_the_gpu_the_user_and_the_environment(tmp_path, monkeypatc
     monkeypatch.setenv("FP8GEMM_TABLE", str(tmp_path / "missing.json"))
     with pytest.raises(FileNotFoundError, match="FP8GEMM_TABLE=.*missing.json is not a file"):
         sel.table_path("h200")
+
+
+def test_explain_moe_names_each_gemms_kernel():
+    """fp8gemm.explain_moe: the host's rows estimate, then per GEMM the tile dispatch/grouped.py
+    gives that estimate (swap-AB at decode, 128-row tiles at prefill, both with the routing
+    kernel's pick inside MOE_CHOICE_ROWS, the fused L1's own tile)."""
+    import fp8gemm
+    from fp8gemm.dispatch import grouped
+    one = fp8gemm.explain_moe(1)
+    assert "6 pairs over 256 experts" in one and one.count("sm90_fp8_gemm_swap_ab") == 2
+    mid = fp8gemm.explain_moe(2048)
+    assert "96 rows per non-empty expert" in mid and "routing kernel picks" not in mid
+    big = fp8gemm.explain_moe(8192)
+    assert grouped.device_choice(384.0, False) and big.count("routing kernel picks") == 2
+    assert "sm90_fp8_gemm_wg3" in big
+    fused = fp8gemm.explain_moe(8192, fused=True)
+    assert "L1 + SwiGLU (fused)" in fused and not grouped.device_choice(384.0, True)
+    pro = fp8gemm.explain_moe(8192, 384, 7168, 3072)
+    assert "L1 [6144 x 7168]" in pro and "L2 [7168 x 3072]" in pro

@@ -70,3 +70,24 @@ def test_empty_and_non_2d_fall_back():
     x = np.zeros((3, 0), np.float32)
     q, s = host_quant.quantize_per_token_group(x)
     assert q.shape == (3, 0)
+
+
+def test_batched_weights_per_matrix():
+    """[E, N, K] on the host: each matrix quantized as reference.quantize_per_block does it."""
+    import fp8gemm
+    w = np.random.default_rng(5).standard_normal((3, 2, 200, 136)).astype(np.float32)
+    q, s = fp8gemm.quantize_per_block(w)
+    assert q.shape == w.shape and s.shape == (3, 2, 2, 2)
+    for i in range(3):
+        for j in range(2):
+            rq, rs = reference.quantize_per_block(w[i, j])
+            assert np.array_equal(q[i, j].view(np.uint8), rq.view(np.uint8)) and np.array_equal(s[i, j], rs)
+
+
+def test_weight_quantizer_refuses_cpu_torch_and_other_blocks_on_the_gpu_path():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import fp8gemm
+    with pytest.raises(ValueError, match=r"w is a torch tensor on cpu; pass a CUDA tensor"):
+        fp8gemm.quantize_per_block(torch.zeros(256, 256))
+    with pytest.raises(ValueError, match=r"block must be \(128, 128\) on the GPU"):
+        fp8gemm.quantize_per_block(torch.zeros(256, 256), block=(64, 64))

@@ -25,6 +25,7 @@ SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
                    "const float*, void*, float*, unsigned, unsigned, float")
 QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
+BLOCK_QUANT_PARAMS = "const void*, long long, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
 # The wg3 kernel's: the general kernel's up to K.
@@ -34,7 +35,8 @@ GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDes
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
-          "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS}
+          "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS,
+          "quantize_per_block": BLOCK_QUANT_PARAMS}
 
 
 def _instance(c, dt, store=False, fine=None, grouped=False, k=256):
@@ -118,6 +120,8 @@ def _instantiations():
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
         for loads in (0, 1, 2):
             seen.add(("quantize_per_token_group", (in_type, loads)))
+        for vec in ("false", "true"):                      # the weight quantizer's two paths
+            seen.add(("quantize_per_block", (in_type, vec)))
     return sorted(seen, key=str)
 
 

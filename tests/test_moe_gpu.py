@@ -306,3 +306,23 @@ def test_device_choice_of_grouped_kernel(monkeypatch):
     for x, ids, w, want_three in reversed(cases):            # graph: the choice follows the data
         replay(x, ids, w)
         check(out, x, ids, w, want_three, captured)
+
+
+def test_out_param_writes_every_row_and_checks_the_array():
+    """out= [T, H] bf16: the same bits as a fresh result, returned as given (poisoned first: every
+    row written); a wrong shape, dtype or a strided view is refused."""
+    import torch
+    experts, hidden, inter, tokens = 8, 256, 128, 33
+    _, weights = torch_layer(experts, hidden, inter, seed=12)
+    ids, w = routing(tokens, experts, 2, False, seed=12)
+    x = torch.from_numpy(np.random.default_rng(12).standard_normal((tokens, hidden)).astype(np.float32))
+    x, ids, w = x.to(torch.bfloat16).cuda(), torch.from_numpy(ids).cuda(), torch.from_numpy(w).cuda()
+    want = fp8gemm.moe(x, ids, w, *weights)
+    out = torch.full((tokens, hidden), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert fp8gemm.moe(x, ids, w, *weights, out=out) is out
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+    with pytest.raises(ValueError, match=r"out must be bfloat16 \[T, H\]"):
+        fp8gemm.moe(x, ids, w, *weights, out=torch.empty((tokens, hidden), dtype=torch.float32, device="cuda"))
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        wide = torch.empty((tokens, 2 * hidden), dtype=torch.bfloat16, device="cuda")
+        fp8gemm.moe(x, ids, w, *weights, out=wide[:, :hidden])

@@ -21,3 +21,10 @@ def test_public_api():
     for name in ("matmul", "explain", "quantize_per_token_group", "quantize_per_block", "reference"):
         assert hasattr(fp8gemm, name)
     assert fp8gemm.__version__
+
+
+def test_license_ships_with_the_checkout():
+    """The Apache-2.0 text the package metadata names is in the repository root."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0" in text and "END OF TERMS AND CONDITIONS" in text

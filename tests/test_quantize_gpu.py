@@ -1,6 +1,7 @@
-"""GPU tests of the device quantizer (fp8gemm.quantize_per_token_group on GPU arrays): bit-exact
-against the host reference for every input dtype, K tails, batch dims, strided and unaligned rows,
-zeros and NaN groups; every framework; bad input; a round trip through matmul."""
+"""GPU tests of the device quantizers (fp8gemm.quantize_per_token_group and quantize_per_block on
+GPU arrays): bit-exact against the host reference for every input dtype, tails, batch dims,
+strided and unaligned rows, zeros and NaN groups or blocks; every framework; bad input; round
+trips through matmul."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -186,3 +187,123 @@ def test_empty_rows_and_bad_input():
         fp8gemm.quantize_per_token_group(x.t())
     with pytest.raises(ValueError, match=r"eps must be a finite number >= 2\*\*-100"):
         fp8gemm.quantize_per_token_group(x, eps=0.0)
+
+
+# ---- the weight quantizer (fp8gemm.quantize_per_block on GPU arrays) -------------------------
+
+def _on_gpu(wh, dtype):
+    import cupy
+    import torch
+    t = torch.from_dlpack(cupy.asarray(wh.view(np.int16) if dtype != "float32" else wh))
+    return t.view(getattr(torch, dtype)) if dtype != "float32" else t
+
+
+def expect_block(wh):
+    """reference.quantize_per_block per matrix of [..., N, K]: (codes as bytes, scales)."""
+    w = wh.astype(np.float32)
+    flat = w.reshape((-1,) + w.shape[-2:])
+    parts = [reference.quantize_per_block(m) for m in flat]
+    q = np.stack([p[0].view(np.uint8) for p in parts]).reshape(w.shape)
+    s = np.stack([p[1] for p in parts]).reshape(w.shape[:-2] + parts[0][1].shape)
+    return q, s
+
+
+def block_values(shape, dtype, seed):
+    """Values spanning several decades per 128 x 128 block, exactly representable in ``dtype``."""
+    rng = np.random.default_rng(seed)
+    n, k = shape[-2:]
+    lead = shape[:-2]
+    rows = np.exp2(rng.integers(-8, 8, size=lead + (-(-n // 128), 1, -(-k // 128), 1)))
+    x = rng.standard_normal(lead + (-(-n // 128), 128, -(-k // 128), 128)) * rows
+    x = x.reshape(lead + (-(-n // 128) * 128, -(-k // 128) * 128))[..., :n, :k]
+    return np.ascontiguousarray(x).astype(NP_DTYPES[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("shape", [(1, 1), (128, 128), (300, 260), (130, 258), (7, 4096), (3, 200, 136),
+                                   (2, 2, 129, 16), (2, 129, 6)], ids=str)
+def test_weight_quantizer_bit_exact(dtype, shape, monkeypatch):
+    """Every input dtype, N and K tails (blocks zero-filled past them), a batch of matrices in one
+    launch, the vector path (K % 4 == 0) and the element path: codes and scales bit for bit the
+    host reference's."""
+    from fp8gemm import compiler
+    paths = []
+    get = compiler.get_kernel
+    monkeypatch.setattr(compiler, "get_kernel", lambda dev, v, targs, *a: paths.append(targs[-1]) or get(dev, v, targs, *a))
+    wh = block_values(shape, dtype, seed=sum(shape))
+    q, s = fp8gemm.quantize_per_block(_on_gpu(wh, dtype))
+    assert paths == ["true" if shape[-1] % 4 == 0 else "false"], paths
+    eq, es = expect_block(wh)
+    assert tuple(q.shape) == shape and tuple(s.shape) == es.shape
+    np.testing.assert_array_equal(as_bytes(q), eq)
+    np.testing.assert_array_equal(to_host(s), es)
+
+
+def test_weight_quantizer_strided_special_values_and_frameworks():
+    """Rows inside a wider buffer, a transposed batch (matrices not adjacent), zero / NaN / Inf /
+    huge blocks, the smallest eps; CuPy, torch and JAX in, each framework's types out."""
+    import cupy
+    import jax.numpy as jnp
+    import torch
+    wh = block_values((260, 520), "float32", seed=9)
+    wh[:128, :128] = 0.0                   # all-zero block: scale eps / 448
+    wh[130, 200] = np.nan                  # poisons block (1, 1) only
+    wh[5, 300] = np.inf                    # block (0, 2): Inf scale, codes NaN or 0
+    wh[200, 10] = 448.0 * 2 ** 30
+    t = torch.from_numpy(wh).cuda()
+    # compact rows, every other row from column 8, and rows starting 8 bytes off a 16-byte
+    # boundary (the element path)
+    for view in (t[:, :384], t[::2, 8:264], t[:, 2:386]):
+        host = view.cpu().numpy()
+        q, s = fp8gemm.quantize_per_block(view, eps=2.0**-100)
+        eq, es = reference.quantize_per_block(host, eps=2.0**-100)
+        got_q, eq = as_bytes(q), eq.view(np.uint8)
+        nan_q = np.isnan(eq.view(reference.FP8_E4M3).astype(np.float32))
+        assert np.array_equal(np.isnan(got_q.view(reference.FP8_E4M3).astype(np.float32)), nan_q)
+        np.testing.assert_array_equal(got_q[~nan_q], eq[~nan_q])
+        got_s = to_host(s)
+        assert np.array_equal(np.isnan(got_s), np.isnan(es))
+        np.testing.assert_array_equal(got_s[~np.isnan(es)], es[~np.isnan(es)])
+    batch = torch.from_numpy(block_values((200, 3, 136), "float32", seed=4)).cuda().transpose(0, 1)
+    q, s = fp8gemm.quantize_per_block(batch)       # [3, 200, 136] with matrices 136 elements apart
+    eq, es = expect_block(batch.cpu().numpy())
+    np.testing.assert_array_equal(as_bytes(q), eq)
+    np.testing.assert_array_equal(to_host(s), es)
+    wh = block_values((300, 260), "float32", seed=2)
+    eq, es = expect_block(wh)
+    outs = {"cupy": fp8gemm.quantize_per_block(cupy.asarray(wh)),
+            "torch": fp8gemm.quantize_per_block(torch.from_numpy(wh).cuda()),
+            "jax": fp8gemm.quantize_per_block(jnp.asarray(wh))}
+    assert outs["cupy"][0].dtype == cupy.uint8 and outs["torch"][0].dtype == torch.float8_e4m3fn
+    assert outs["jax"][0].dtype == jnp.float8_e4m3fn and outs["jax"][1].dtype == jnp.float32
+    for name, (q, s) in outs.items():
+        np.testing.assert_array_equal(as_bytes(q), eq, err_msg=name)
+        np.testing.assert_array_equal(to_host(s), es, err_msg=name)
+
+
+def test_weight_quantizer_feeds_matmul_and_refuses_bad_input():
+    """A DeepSeek-size weight (7168 x 2048) quantized on the GPU gives matmul the same result as the
+    host quantizer's codes; bad input raises before any launch."""
+    import torch
+    wh = (np.random.default_rng(3).standard_normal((7168, 2048)) * 0.02).astype(np.float32)
+    qw, sw = fp8gemm.quantize_per_block(torch.from_numpy(wh).cuda().to(torch.bfloat16))
+    hq, hs = reference.quantize_per_block(torch.from_numpy(wh).to(torch.bfloat16).float().numpy())
+    np.testing.assert_array_equal(as_bytes(qw), hq.view(np.uint8))
+    np.testing.assert_array_equal(to_host(sw), hs)
+    x = torch.randn(64, 2048, device="cuda").to(torch.bfloat16)
+    qa, sa = fp8gemm.quantize_per_token_group(x)
+    out = fp8gemm.matmul(qa, qw, sa, sw)
+    ref = reference.matmul(as_bytes(qa), hq, to_host(sa), hs)
+    err = np.linalg.norm(out.float().cpu().numpy() - ref) / np.linalg.norm(ref)
+    assert err <= 4e-3, err
+    w = torch.zeros((256, 256), device="cuda")
+    with pytest.raises(TypeError, match="w must be bfloat16, float16 or float32"):
+        fp8gemm.quantize_per_block(w.to(torch.float8_e4m3fn))
+    with pytest.raises(ValueError, match=r"block must be \(128, 128\) on the GPU"):
+        fp8gemm.quantize_per_block(w, block=(64, 64))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        fp8gemm.quantize_per_block(w[0])
+    with pytest.raises(ValueError, match="contiguous along its last dimension"):
+        fp8gemm.quantize_per_block(w.t())
+    with pytest.raises(ValueError, match=r"eps must be a finite number >= 2\*\*-100"):
+        fp8gemm.quantize_per_block(w, eps=0.0)

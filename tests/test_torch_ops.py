@@ -149,3 +149,182 @@ def test_eager_quantizer_refuses_cpu_torch_tensors_clearly():
     import fp8gemm
     with pytest.raises(ValueError, match=r"x is a torch tensor on cpu; pass a CUDA tensor"):
         fp8gemm.quantize_per_token_group(torch.zeros(4, 128))
+
+
+# ---- grouped GEMMs and the MoE layer ----------------------------------------------------------
+
+def grouped_operands(g=4, p=300, n=512, k=1024, masked=False, device="meta"):
+    kb, nb = -(-k // 128), -(-n // 128)
+    lead = (g, p) if masked else (p,)
+    return (torch.empty(*lead, k, dtype=E4M3, device=device), torch.empty(g, n, k, dtype=E4M3, device=device),
+            torch.empty(*lead, kb, dtype=torch.float32, device=device),
+            torch.empty(g, nb, kb, dtype=torch.float32, device=device),
+            torch.empty(g if masked else g + 1, dtype=torch.int32, device=device))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_grouped_fakes_shape_and_dtype(masked):
+    a, b, sa, sb, groups = grouped_operands(masked=masked)
+    if masked:
+        c = torch.ops.fp8gemm.grouped_matmul_masked(a, b, sa, sb, groups, "float16", 64)
+        assert c.shape == (4, 300, 512) and c.dtype == torch.float16
+        out = torch.empty(4, 300, 512, dtype=torch.bfloat16, device="meta")
+        assert ops.grouped_matmul_masked(a, b, sa, sb, groups, out=out) is out
+    else:
+        c = torch.ops.fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, groups, "float32", False)
+        assert c.shape == (300, 512) and c.dtype == torch.float32
+        out = torch.empty(300, 512, dtype=torch.bfloat16, device="meta")
+        assert ops.grouped_matmul_contiguous(a, b, sa, sb, groups, out=out) is out
+
+
+@pytest.mark.parametrize("case,exc,message", [
+    ("b_rank", ValueError, "b must have shape [G, N, K] (one weight matrix per group); got shape (512, 1024)"),
+    ("sb_shape", ValueError, "b_scale must have shape (G, ceil(N/128), ceil(K/128)) = (4, 4, 8); got (4, 8, 4)"),
+    ("offsets_dtype", TypeError, "offsets must be int32; got dtype int64"),
+    ("offsets_shape", ValueError, "offsets must have shape (5,) (offsets of G = 4 groups); got (4,)"),
+    ("a_rank", ValueError, "a must have shape [P, K] (all groups' rows, group by group); got (2, 150, 1024)"),
+    ("a_fp32", TypeError, "a must be FP8 E4M3 (float8_e4m3fn) or its uint8/int8 bytes; got dtype float32"),
+    ("sa_shape", ValueError, "a_scale must have shape a.shape[:-1] + (ceil(K/128),) = (300, 8); got (300, 7)"),
+    ("cpu_offsets", ValueError, "offsets is on the CPU; fp8gemm needs CUDA arrays on one GPU"),
+    ("out_shape", ValueError, "out must have shape (300, 512); got (300, 256)"),
+])
+def test_grouped_fake_raises_the_eager_messages(case, exc, message):
+    a, b, sa, sb, offsets = grouped_operands()
+    out = None
+    if case == "b_rank":
+        b = torch.empty(512, 1024, dtype=E4M3, device="meta")
+    elif case == "sb_shape":
+        sb = torch.empty(4, 8, 4, dtype=torch.float32, device="meta")
+    elif case == "offsets_dtype":
+        offsets = torch.empty(5, dtype=torch.int64, device="meta")
+    elif case == "offsets_shape":
+        offsets = torch.empty(4, dtype=torch.int32, device="meta")
+    elif case == "a_rank":
+        a = torch.empty(2, 150, 1024, dtype=E4M3, device="meta")
+    elif case == "a_fp32":
+        a = torch.empty(300, 1024, dtype=torch.float32, device="meta")
+    elif case == "sa_shape":
+        sa = torch.empty(300, 7, dtype=torch.float32, device="meta")
+    elif case == "cpu_offsets":
+        offsets = torch.zeros(5, dtype=torch.int32)
+    elif case == "out_shape":
+        out = torch.empty(300, 256, dtype=torch.bfloat16, device="meta")
+    with pytest.raises(exc, match=re.escape(message)):
+        ops.grouped_matmul_contiguous(a, b, sa, sb, offsets, out=out)
+
+
+def test_grouped_layout_rule_is_the_eager_one():
+    """validate_grouped raises the same message for the same bad offsets (one shared rule)."""
+    from fp8gemm.intake import TORCH, Tensor
+    from fp8gemm.validate import validate_grouped
+
+    def t(name, dt, shape):
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+        return Tensor(name, 0, dt, shape, tuple(strides), 0, TORCH, False, None)
+    args = (t("a", "float8_e4m3fn", (300, 1024)), t("b", "float8_e4m3fn", (4, 512, 1024)),
+            t("a_scale", "float32", (300, 8)), t("b_scale", "float32", (4, 4, 8)), t("offsets", "int32", (4,)))
+    with pytest.raises(ValueError) as eager:
+        validate_grouped(*args, None, None, False)
+    a, b, sa, sb, _ = grouped_operands()
+    with pytest.raises(ValueError) as fake:
+        ops.grouped_matmul_contiguous(a, b, sa, sb, torch.empty(4, dtype=torch.int32, device="meta"))
+    assert str(eager.value) == str(fake.value)
+
+
+def moe_operands(t=16, h=1024, i=256, e=8, k=2, device="meta", fp8=False):
+    x = torch.empty(t, h, dtype=E4M3 if fp8 else torch.bfloat16, device=device)
+    return dict(x=x, topk_ids=torch.empty(t, k, dtype=torch.int32, device=device),
+                topk_weights=torch.empty(t, k, dtype=torch.float32, device=device),
+                w1=torch.empty(e, 2 * i, h, dtype=E4M3, device=device),
+                w1_scale=torch.empty(e, -(-2 * i // 128), -(-h // 128), dtype=torch.float32, device=device),
+                w2=torch.empty(e, h, i, dtype=E4M3, device=device),
+                w2_scale=torch.empty(e, -(-h // 128), i // 128, dtype=torch.float32, device=device))
+
+
+def test_moe_fake_shape():
+    args = moe_operands()
+    y = ops.moe(**args)
+    assert y.shape == (16, 1024) and y.dtype == torch.bfloat16
+    fp8 = moe_operands(fp8=True)
+    y = ops.moe(**fp8, x_scale=torch.empty(16, 8, dtype=torch.float32, device="meta"), limit=None)
+    assert y.shape == (16, 1024)
+
+
+@pytest.mark.parametrize("case,exc,message", [
+    ("fp8_no_scale", TypeError, "x must be bfloat16, float16 or float32 (got float8_e4m3fn)"),
+    ("ids_dtype", TypeError, "topk_ids must be int32 or int64; got dtype float32"),
+    ("weights_shape", ValueError, "topk_weights must have topk_ids' shape (16, 2); got (16, 3)"),
+    ("inter", ValueError, "I (w1.shape[1] / 2) must be a positive multiple of 128; got 100"),
+    ("w2_shape", ValueError, "w2 must be [E, H, I] = (8, 1024, 256); got (8, 1024, 128)"),
+    ("w1_scale", ValueError, "b_scale must have shape (G, ceil(N/128), ceil(K/128)) = (8, 4, 8); got (8, 4, 4)"),
+    ("x_scale", ValueError, "x_scale must be float32 [T, ceil(H/128)] = (16, 8); got float32 (16, 4)"),
+])
+def test_moe_fake_raises_the_eager_messages(case, exc, message):
+    args = moe_operands()
+    x_scale = None
+    if case == "fp8_no_scale":
+        args = moe_operands(fp8=True)
+    elif case == "ids_dtype":
+        args["topk_ids"] = torch.empty(16, 2, dtype=torch.float32, device="meta")
+    elif case == "weights_shape":
+        args["topk_weights"] = torch.empty(16, 3, dtype=torch.float32, device="meta")
+    elif case == "inter":
+        args = moe_operands(i=100)
+        args["w1_scale"] = torch.empty(8, 2, 8, dtype=torch.float32, device="meta")
+    elif case == "w2_shape":
+        args["w2"] = torch.empty(8, 1024, 128, dtype=E4M3, device="meta")
+    elif case == "w1_scale":
+        args["w1_scale"] = torch.empty(8, 4, 4, dtype=torch.float32, device="meta")
+    elif case == "x_scale":
+        args = moe_operands(fp8=True)
+        x_scale = torch.empty(16, 4, dtype=torch.float32, device="meta")
+    with pytest.raises(exc, match=re.escape(message)):
+        ops.moe(**args, x_scale=x_scale)
+
+
+def test_compiled_moe_block_has_no_graph_break():
+    """A DeepSeek-style block: router top-k in torch, the MoE layer and a shared-expert GEMM
+    through the operators, one graph under torch.compile(fullgraph=True)."""
+    torch._dynamo.reset()
+    args = moe_operands()
+    gate = torch.empty(8, 1024, dtype=torch.bfloat16, device="meta")
+    shared = torch.empty(1024, 1024, dtype=E4M3, device="meta")
+    shared_scale = torch.empty(8, 8, dtype=torch.float32, device="meta")
+
+    def block(x, gate, w1, w1_scale, w2, w2_scale, shared, shared_scale):
+        weights, ids = torch.topk(torch.softmax((x @ gate.t()).float(), -1), 2)
+        y = ops.moe(x, ids.to(torch.int32), weights, w1, w1_scale, w2, w2_scale)
+        q, sq = torch.ops.fp8gemm.quantize_per_token_group(x)
+        return y + ops.matmul(q, shared, sq, shared_scale)
+
+    call = (args["x"], gate, args["w1"], args["w1_scale"], args["w2"], args["w2_scale"], shared, shared_scale)
+    explained = torch._dynamo.explain(block)(*call)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    out = torch.compile(block, fullgraph=True, backend="aot_eager")(*call)
+    assert out.shape == (16, 1024) and out.dtype == torch.bfloat16
+
+
+def test_offsets_from_deepgemm_m_indices():
+    """DeepGEMM's m_indices (each row's group, -1 on alignment padding) -> our offsets: a group's
+    padding rows inside its span, empty groups as empty spans, leading and trailing padding."""
+    def offsets(rows, g):
+        return ops.offsets_from_m_indices(torch.tensor(rows, dtype=torch.int32), g).tolist()
+    assert offsets([0, 0, -1, -1, 1, 1, 1, -1], 2) == [0, 4, 8]
+    assert offsets([0, -1, 2, 2, -1, -1], 4) == [0, 2, 2, 6, 6]            # groups 1 and 3 empty
+    assert offsets([-1, -1, 1, 1], 3) == [0, 2, 4, 4]                      # group 0 empty, leading padding
+    assert offsets([], 2) == [0, 0, 0]
+    assert offsets([3, 3, 3], 4) == [0, 0, 0, 0, 3]
+
+
+def test_deepgemm_grouped_forms_trace():
+    """DeepGEMM's grouped call forms run through the operators (meta tensors: shapes, no break)."""
+    a, b, sa, sb, _ = grouped_operands()
+    d = torch.empty(300, 512, dtype=torch.bfloat16, device="meta")
+    m_indices = torch.empty(300, dtype=torch.int32, device="meta")
+    assert ops.m_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, m_indices) is d
+    am, bm, sam, sbm, counts = grouped_operands(masked=True)
+    dm = torch.empty(4, 300, 512, dtype=torch.bfloat16, device="meta")
+    assert ops.m_grouped_fp8_gemm_nt_masked((am, sam), (bm, sbm), dm, counts, 64) is dm

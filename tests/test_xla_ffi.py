@@ -154,3 +154,125 @@ def test_eval_shape_takes_bytes_and_batch_dims():
     res = jax.eval_shape(fj.matmul, a, b, jax.ShapeDtypeStruct((2, 4, 2), jnp.float32),
                          jax.ShapeDtypeStruct((3, 2), jnp.float32))
     assert res.shape == (2, 4, 300) and res.dtype == jnp.bfloat16
+
+
+def _grouped_operands(masked=False, g=4, p=300, n=256, k=512):
+    lead = (g, p) if masked else (p,)
+    return (jax.ShapeDtypeStruct(lead + (k,), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((g, n, k), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct(lead + (k // 128,), jnp.float32),
+            jax.ShapeDtypeStruct((g, n // 128, k // 128), jnp.float32),
+            jax.ShapeDtypeStruct((g if masked else g + 1,), jnp.int32))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_grouped_gemms_under_jit_shapes_lowering_and_rules(masked):
+    """The grouped GEMMs trace to their FFI targets with the eager shape rules and messages."""
+    import re
+
+    import fp8gemm.jax as fj
+    f = fj.grouped_matmul_masked if masked else fj.grouped_matmul_contiguous
+    args = _grouped_operands(masked)
+    res = jax.eval_shape(lambda *x: f(*x, out_dtype="float16"), *args)
+    assert res.shape == ((4, 300, 256) if masked else (300, 256)) and res.dtype == jnp.float16
+    assert fj.GROUPED_TARGETS[masked] in jax.jit(f).lower(*args).as_text()
+    bad = list(args)
+    bad[4] = jax.ShapeDtypeStruct(args[4].shape, jnp.int16)
+    name = "counts" if masked else "offsets"
+    with pytest.raises(TypeError, match=re.escape(f"{name} must be int32; got dtype int16")):
+        jax.eval_shape(f, *bad)
+    bad = list(args)
+    bad[3] = jax.ShapeDtypeStruct((4, 4, 2), jnp.float32)
+    with pytest.raises(ValueError, match=re.escape("b_scale must have shape (G, ceil(N/128), ceil(K/128)) = "
+                                                   "(4, 2, 4); got (4, 4, 2)")):
+        jax.eval_shape(f, *bad)
+    bad = list(args)
+    bad[0] = jax.ShapeDtypeStruct(args[0].shape, jnp.float32)
+    with pytest.raises(TypeError, match="a must be FP8 E4M3"):
+        jax.eval_shape(f, *bad)
+
+
+def test_quantizers_under_jit_shapes_lowering_and_rules():
+    import fp8gemm.jax as fj
+    x = jax.ShapeDtypeStruct((3, 5, 300), jnp.bfloat16)
+    q, s = jax.eval_shape(fj.quantize_per_token_group, x)
+    assert q.shape == (3, 5, 300) and q.dtype == jnp.float8_e4m3fn and s.shape == (3, 5, 3) and s.dtype == jnp.float32
+    w = jax.ShapeDtypeStruct((8, 300, 260), jnp.float32)
+    q, s = jax.eval_shape(fj.quantize_per_block, w)
+    assert q.shape == (8, 300, 260) and q.dtype == jnp.float8_e4m3fn and s.shape == (8, 3, 3)
+    assert fj.QUANT_TARGETS["token"] in jax.jit(fj.quantize_per_token_group).lower(x).as_text()
+    assert fj.QUANT_TARGETS["block"] in jax.jit(fj.quantize_per_block).lower(w).as_text()
+    with pytest.raises(TypeError, match=r"x must be bfloat16, float16 or float32 \(got int8\)"):
+        jax.eval_shape(fj.quantize_per_token_group, jax.ShapeDtypeStruct((4, 128), jnp.int8))
+    with pytest.raises(ValueError, match="w must be \\[..., N, K\\] \\(at least 2 dimensions\\)"):
+        jax.eval_shape(fj.quantize_per_block, jax.ShapeDtypeStruct((128,), jnp.float32))
+
+
+def test_a_jitted_fp8_layer_traces_into_one_module():
+    """quantize -> GEMM -> quantize -> grouped GEMM in one jit: one module holding each target."""
+    import fp8gemm.jax as fj
+
+    def layer(x, w, sw, w2, sw2, offsets):
+        q, s = fj.quantize_per_token_group(x)
+        h = fj.matmul(q, w, s, sw)
+        q2, s2 = fj.quantize_per_token_group(h)
+        return fj.grouped_matmul_contiguous(q2, w2, s2, sw2, offsets)
+    args = (jax.ShapeDtypeStruct((64, 512), jnp.bfloat16), jax.ShapeDtypeStruct((256, 512), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((2, 4), jnp.float32), jax.ShapeDtypeStruct((4, 128, 256), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((4, 1, 2), jnp.float32), jax.ShapeDtypeStruct((5,), jnp.int32))
+    text = jax.jit(layer).lower(*args).as_text()
+    for target in (fj.TARGET, fj.QUANT_TARGETS["token"], fj.GROUPED_TARGETS[False]):
+        assert target in text
+    assert jax.eval_shape(layer, *args).shape == (64, 128)
+
+
+def test_vmap_over_activations_folds_into_m():
+    """vmap of fp8gemm.jax.matmul over a and a_scale (the weights shared) lowers to one custom
+    call on a [B, M, K] operand; a batch of weights lowers to a loop of calls."""
+    import fp8gemm.jax as fj
+    a = jax.ShapeDtypeStruct((3, 32, 512), jnp.float8_e4m3fn)
+    sa = jax.ShapeDtypeStruct((3, 32, 4), jnp.float32)
+    b = jax.ShapeDtypeStruct((256, 512), jnp.float8_e4m3fn)
+    sb = jax.ShapeDtypeStruct((2, 4), jnp.float32)
+    folded = jax.jit(jax.vmap(lambda x, s: fj.matmul(x, jnp.zeros(b.shape, b.dtype), s, jnp.ones(sb.shape)),
+                              in_axes=(0, 0)))
+    text = folded.lower(a, sa).as_text()
+    calls = [line for line in text.splitlines() if f"@{fj.TARGET}(" in line]
+    assert len(calls) == 1 and "stablehlo.while" not in text
+    assert "tensor<3x32x512xf8E4M3FN>" in calls[0] and "tensor<3x32x256xbf16>" in calls[0]
+    assert jax.eval_shape(folded, a, sa).shape == (3, 32, 256)
+    per_weight = jax.jit(jax.vmap(lambda w, s: fj.matmul(jnp.zeros((32, 512), a.dtype), w, jnp.ones((32, 4)), s)))
+    text = per_weight.lower(jax.ShapeDtypeStruct((3, 256, 512), jnp.float8_e4m3fn),
+                            jax.ShapeDtypeStruct((3, 2, 4), jnp.float32)).as_text()
+    assert "stablehlo.while" in text
+
+
+def _moe_operands(t=16, h=1024, i=256, e=8, k=2, x_dtype=jnp.bfloat16):
+    return (jax.ShapeDtypeStruct((t, h), x_dtype), jax.ShapeDtypeStruct((t, k), jnp.int32),
+            jax.ShapeDtypeStruct((t, k), jnp.float32), jax.ShapeDtypeStruct((e, 2 * i, h), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((e, 2 * i // 128, h // 128), jnp.float32),
+            jax.ShapeDtypeStruct((e, h, i), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((e, h // 128, i // 128), jnp.float32))
+
+
+def test_moe_under_jit_shapes_lowering_and_rules():
+    """fp8gemm.jax.moe traces to the quantizer's and the layer's targets (one per SwiGLU clamp)
+    with the eager layer's rules and messages."""
+    import re
+
+    import fp8gemm.jax as fj
+    args = _moe_operands()
+    assert jax.eval_shape(fj.moe, *args).shape == (16, 1024)
+    text = jax.jit(fj.moe).lower(*args).as_text()
+    assert fj.QUANT_TARGETS["token"] in text and fj.moe_target(10.0) in text
+    no_clamp = jax.jit(lambda *a: fj.moe(*a, limit=None)).lower(*args).as_text()
+    assert fj.moe_target(None) in no_clamp and fj.moe_target(None) != fj.moe_target(10.0)
+    bad = list(args)
+    bad[5] = jax.ShapeDtypeStruct((8, 1024, 128), jnp.float8_e4m3fn)
+    with pytest.raises(ValueError, match=re.escape("w2 must be [E, H, I] = (8, 1024, 256); got (8, 1024, 128)")):
+        jax.eval_shape(fj.moe, *bad)
+    bad = list(args)
+    bad[2] = jax.ShapeDtypeStruct((16, 2), jnp.bfloat16)
+    with pytest.raises(TypeError, match="topk_weights must be float32; got dtype bfloat16"):
+        jax.eval_shape(fj.moe, *bad)
+    fp8 = _moe_operands(x_dtype=jnp.float8_e4m3fn)
+    with pytest.raises(ValueError, match=re.escape("x_scale must be float32 [T, ceil(H/128)] = (16, 8)")):
+        jax.eval_shape(lambda *a: fj.moe(*a, x_scale=jnp.ones((16, 4), jnp.float32)), *fp8)
