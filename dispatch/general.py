@@ -63,29 +63,21 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
 
 
 def scale_source(p, cand: General):
-    """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): which
-    scales go by TMA into slots of each stage, where a TMA map can describe them (16-byte aligned
-    base and stride) and the slots fit beside the configuration's stages (both, else Bs alone,
-    else As alone), the others read from global memory. As (SCALE_SLOTS_A): M-major, at least a
-    tile of rows, box {block_m rows, 1 K block}. Bs (SCALE_SLOTS_B): K-major, at least 4 K
-    blocks, box {4 K blocks, 1 row}. NOTES: with an M-major As the A slots ran 1.05-1.42x the
-    loads' speed on 64-row and 128 x 32 tiles, 1.03x on 128 x 128 (bench/NOTES.md); a K-major As
-    reads as fast as that through the loads, and its box would be 16 bytes from each tile row."""
+    """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): an M-major
+    As (SCALE_SLOTS_A: at least a tile of rows, 16-byte aligned base and stride) goes by TMA into a
+    slot of each stage, box {block_m rows, 1 K block}, where the slot fits beside the
+    configuration's stages; Bs stays a load. NOTES: the As loads are the scale path's whole cost
+    on 128 x 128 tiles (4096^3: 112.9 us, 103.3 without them, 113.6 without the Bs load), while
+    a Bs box per stage cost the producer 5-14% (bench/NOTES.md); a K-major As has no box TMA can
+    fill per stage (16 bytes of each tile row), so it keeps the loads."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
     kb = cdiv(p.k, BLOCK_K)
     a_ok = (p.sa_ptr % 16 == 0 and p.sa_stride_m == 1 and p.m >= cand.block_m and (p.sa_stride_k * 4) % 16 == 0)
-    b_ok = p.sb_ptr % 16 == 0 and p.sb_stride_k == 1 and kb >= 4 and (p.sb_stride_n * 4) % 16 == 0
-    for mask in (SCALE_SLOTS_A | SCALE_SLOTS_B, SCALE_SLOTS_B, SCALE_SLOTS_A):
-        if (mask & SCALE_SLOTS_A and not a_ok) or (mask & SCALE_SLOTS_B and not b_ok):
-            continue
-        if cand.smem_bytes(p.out_dtype, mask) <= MAX_SMEM_PER_BLOCK:
-            tmap_sa = (tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE)
-                       if mask & SCALE_SLOTS_A else tma.ZERO_DESCRIPTOR)
-            tmap_sb = (tma.encode_2d(p.sb_ptr, cdiv(p.n, BLOCK_K), kb, p.sb_stride_n * 4, 1, 4, 4, tma.SWIZZLE_NONE)
-                       if mask & SCALE_SLOTS_B else tma.ZERO_DESCRIPTOR)
-            return mask, tmap_sa, tmap_sb
+    if a_ok and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
+        return (SCALE_SLOTS_A, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE),
+                tma.ZERO_DESCRIPTOR)
     return none
 
 

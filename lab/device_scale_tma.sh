@@ -3,12 +3,18 @@
 # suite, then this tree against the tree in .old (tools/old_tree.sh main .old) on
 # lab/ab_configs.py's configurations with a K-major As (the kernels should be the same: identical
 # machine code) and an M-major one (the slots), alternating processes. Logs under $OUT.
-# STEPS="suite ab" (default) picks the parts: the suite alone takes ~6 of a call's 10 minutes.
+# STEPS="gen ab" (default) picks the parts: gen, the general kernel's tests (~2 min); suite, the
+# whole GPU suite (~7 of a call's 10 minutes); ab, the A/B. The last column compares this tree's
+# M-major As (slots) with the old tree's K-major As (loads), the fastest layout before.
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 R=$PWD
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
-STEPS=${STEPS:-suite ab}
+STEPS=${STEPS:-gen ab}
+if [[ " $STEPS " == *" gen "* ]]; then
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul_general.py tests/test_dispatch.py > "$OUT/gen.log" 2>&1
+  echo "gen rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/gen.log" | head; tail -1 "$OUT/gen.log"
+fi
 if [[ " $STEPS " == *" suite "* ]]; then
   timeout 540 python3 -m pytest -q -p no:cacheprovider tests > "$OUT/suite.log" 2>&1
   echo "suite rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head; tail -1 "$OUT/suite.log"
@@ -21,8 +27,11 @@ fi
 python3 - "$OUT" <<'PY'
 import json, sys
 o = sys.argv[1]
+nan = float("nan")
+best_k = json.load(open(f"{o}/ab_old_kmajor.json"))
 for layout in ("kmajor", "mmajor"):
     a, b = (json.load(open(f"{o}/ab_{t}_{layout}.json")) for t in ("old", "new"))
     for k in a:
-        print(f"{layout} {k:52} old {a[k]:8.2f}  new {b.get(k, float('nan')):8.2f}  {a[k] / b.get(k, float('nan')):.3f}x")
+        print(f"{layout} {k:52} old {a[k]:8.2f}  new {b.get(k, nan):8.2f}  {a[k] / b.get(k, nan):.3f}x"
+              f"  old K-major / new {best_k.get(k, nan) / b.get(k, nan):.3f}x")
 PY

@@ -264,17 +264,16 @@ def test_fallback_raster_group_rule():
 
 
 def test_scale_source_follows_the_layout(monkeypatch):
-    """The scales go by TMA into the stage slots only where a TMA map can describe them (16-byte
-    aligned base and stride): As M-major with at least a tile of rows, Bs K-major with at least 4
-    K blocks; never for FP32 out; both where both slots fit beside the stages, else Bs alone.
-    The rest the consumers read from global memory (a K-major As always)."""
+    """As goes by TMA into the stage slots only where a TMA map can describe it per stage (M-major,
+    16-byte aligned base and stride, at least a tile of rows) and its slots fit beside the stages;
+    never for FP32 out. Bs is always a load (one address per warpgroup), as is a K-major As."""
     import types
 
     from fp8gemm import tma
     from fp8gemm.dispatch import general as g
     maps = []
     monkeypatch.setattr(tma, "encode_2d", lambda *args: maps.append(args) or "map")
-    A, B = g.SCALE_SLOTS_A, g.SCALE_SLOTS_B
+    A, L = g.SCALE_SLOTS_A, g.SCALE_LOADS
 
     def source(m=256, n=1024, k=4096, sm=1, sk=256, sbn=32, sbk=1, ptr=1 << 20, dt="bfloat16",
                cand=g.General(128, 5)):
@@ -282,21 +281,18 @@ def test_scale_source_follows_the_layout(monkeypatch):
                                   sa_stride_k=sk, sb_stride_n=sbn, sb_stride_k=sbk)
         return g.scale_source(p, cand)[0]
 
-    assert source() == A | B
-    assert maps[-2] == (1 << 20, 32, 256, 1024, 1, 128, 4, tma.SWIZZLE_NONE)     # As: {128 rows, 1 K block}
-    assert maps[-1] == (1 << 21, 8, 32, 128, 1, 4, 4, tma.SWIZZLE_NONE)          # Bs: {4 K blocks, 1 row}
-    assert source(sm=32, sk=1) == B                                               # K-major As: loads
-    assert source(sbn=1, sbk=8) == A                                              # N-major Bs: loads
-    assert source(dt="float32") == g.SCALE_LOADS                                  # fine promotion
-    assert source(ptr=(1 << 20) + 4) == B                                         # As base not 16-byte aligned
-    assert source(m=100, sk=100) == B                                             # As stride 400 bytes
-    assert source(m=100, sk=104) == B                                             # fewer rows than a tile
-    assert source(m=100, sk=104, cand=g.General(32, 8, 8, 1, 64)) == A | B
-    assert source(k=384, sbn=4) == A                                              # 3 K blocks
-    assert source(sbn=33, k=33 * 128) == A                                        # Bs stride 132 bytes
-    assert source(cand=g.General(128, 6)) == B                                    # As slots leave no room
+    assert source() == A
+    assert maps[-1] == (1 << 20, 32, 256, 1024, 1, 128, 4, tma.SWIZZLE_NONE)     # As: {128 rows, 1 K block}
+    assert source(sm=32, sk=1) == L                                               # K-major As: loads
+    assert source(sbn=1, sbk=8) == A                                              # any Bs layout: loads
+    assert source(dt="float32") == L                                              # fine promotion
+    assert source(ptr=(1 << 20) + 4) == L                                         # As base not 16-byte aligned
+    assert source(m=100, sk=100) == L                                             # As stride 400 bytes
+    assert source(m=100, sk=104) == L                                             # fewer rows than a tile
+    assert source(m=100, sk=104, cand=g.General(32, 8, 8, 1, 64)) == A            # a 64-row tile
+    assert source(cand=g.General(128, 6)) == L                                    # As slots leave no room
     c6 = g.General(128, 6)
-    assert c6.smem_bytes("bfloat16", B) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
+    assert g.General(128, 5).smem_bytes("bfloat16", A) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
 
 
 def test_non_sm90_gpus_get_a_clear_error():
