@@ -221,9 +221,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];
                     float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f, pbvu = 0.0f;   // raw scales of the pending block
+                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);
                     const auto issue = [&](float (&acc)[Mma::kNumAccum]) {
                         const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                        mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
+                        mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                         if (kOrderedIssue && math_wg == 0)
@@ -244,7 +245,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         wgmma_wait<0>();
                         wgmma_fence_operands(acc);
                         __syncwarp();
-                        if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);
+                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
                         ++pipe;
                     };
                     const auto promote = [&](float (&acc)[Mma::kNumAccum]) {
@@ -271,15 +272,16 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
-                        const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                        // The pointers step past the unit's last block; nothing is read there.
                         if constexpr (!kSlotsA) {
-                            pa0 += step * sa_stride_k;
-                            pa1 += step * sa_stride_k;
+                            pa0 += sa_stride_k;
+                            pa1 += sa_stride_k;
                         }
-                        if constexpr (!kSlotsB) pb += step * sb_stride_k;
-                        if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
-                        if constexpr (!kSlotsB) b0 = *pb;
-
+                        if constexpr (!kSlotsB) pb += sb_stride_k;
+                        if (kb + 1 < w.kb_end) {
+                            if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                            if constexpr (!kSlotsB) b0 = *pb;
+                        }
                     };
                     uint32_t kb = w.kb_begin;
                     {

@@ -150,6 +150,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         PipelineState<kNumStages> pipe;
         const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
         const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+        const uint32_t full0 = smem_addr(full_bar), empty0 = smem_addr(empty_bar);
 
         for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
             const WorkUnit w = sched.unit(u);
@@ -181,13 +182,14 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             // (before that prefix, unrolled it spilled 40 bytes, so it ran rolled).
 #pragma unroll 2
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                pa0 += step * sa_stride_k;
-                pa1 += step * sa_stride_k;
-                pb += step * sb_stride_k;
-                const float na0 = *pa0, na1 = *pa1, nb0 = *pb;
+                // Next block's scales; the pointers step past the unit's last block, unread there.
+                pa0 += sa_stride_k;
+                pa1 += sa_stride_k;
+                pb += sb_stride_k;
+                float na0 = a0, na1 = a1, nb0 = b0;
+                if (kb + 1 < w.kb_end) { na0 = *pa0; na1 = *pa1; nb0 = *pb; }
                 const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
                 const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                 const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                 const float s0 = a0 * b0, s1 = a1 * b0;
@@ -202,7 +204,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                 wgmma_wait<0>();
                 wgmma_fence_operands(accum);
                 __syncwarp();
-                if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+                mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
                 a0 = na0;

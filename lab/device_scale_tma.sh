@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# One device call for the As-by-TMA branch (M-major As into stage slots): its whole GPU test
-# suite, then this tree against the tree in .old (tools/old_tree.sh main .old) on
+# One device call for the As-by-TMA branch (M-major As into stage slots) with the leaner K loops
+# (predicated arrival and next-block scale loads, general and wg3 kernels): its GPU tests, then this tree against the tree in .old (tools/old_tree.sh main .old) on
 # lab/ab_configs.py's configurations with a K-major As (the kernels should be the same: identical
 # machine code) and an M-major one (the slots), alternating processes. Logs under $OUT.
-# STEPS="gen ab" (default) picks the parts: gen, the general kernel's tests (~2 min); suite, the
+# STEPS="gen ab" (default) picks the parts: gen, the general and wg3 kernels' tests (~3 min); suite, the
 # whole GPU suite (~7 of a call's 10 minutes); ab, the A/B. The last column compares this tree's
-# M-major As (slots) with the old tree's K-major As (loads), the fastest layout before.
+# M-major As (slots) with the old tree's K-major As (loads), the fastest layout before. The K-major
+# column is the lean loop alone (same scale source as the old tree).
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 R=$PWD
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 STEPS=${STEPS:-gen ab}
 if [[ " $STEPS " == *" gen "* ]]; then
-  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul_general.py tests/test_dispatch.py > "$OUT/gen.log" 2>&1
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul_general.py tests/test_matmul_wg3.py tests/test_dispatch.py > "$OUT/gen.log" 2>&1
   echo "gen rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/gen.log" | head; tail -1 "$OUT/gen.log"
 fi
 if [[ " $STEPS " == *" suite "* ]]; then
