@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call for the As-by-TMA branch (M-major As into stage slots) with the leaner K loops
-# (predicated arrival and next-block scale loads, general and wg3 kernels): its GPU tests, then this tree against the tree in .old (tools/old_tree.sh main .old) on
-# lab/ab_configs.py's configurations with a K-major As (the kernels should be the same: identical
-# machine code) and an M-major one (the slots), alternating processes. Logs under $OUT.
+# (predicated arrival and next-block scale loads, general and wg3 kernels): its GPU tests, then
+# this tree against the tree in .old (tools/old_tree.sh main .old) on lab/ab_configs.py's
+# configurations with a K-major As (both trees load it) and an M-major one (here: the slots),
+# alternating processes. Logs under $OUT.
 # STEPS="gen ab" (default) picks the parts: gen, the general and wg3 kernels' tests (~3 min); suite, the
 # whole GPU suite (~7 of a call's 10 minutes); ab, the A/B. The last column compares this tree's
 # M-major As (slots) with the old tree's K-major As (loads), the fastest layout before. The K-major
