@@ -32,6 +32,7 @@ CASES = [
     ((512, 4096, 4096, "float32"), [gen(64, 6), gen(128, 4)]),
     ((4096, 4096, 4096, "bfloat16"), [gen(128, 5), gen(128, 6)]),
     ((8192, 8192, 4096, "bfloat16"), [gen(128, 5), gen(128, 6), {"variant": W, "block_n": 128, "stages": 3, "group_m": 8}]),
+    ((16384, 8192, 4096, "bfloat16"), [{"variant": W, "block_n": 128, "stages": 3, "group_m": 8}]),
     ((16, 4096, 4096, "bfloat16"), [{"variant": S, "block_n": 16, "stages": 6, "group_m": 1, "splits": 2}]),
 ]
 

@@ -295,6 +295,29 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert g.General(128, 5).smem_bytes("bfloat16", A) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
 
 
+def test_wg3_as_slots_follow_the_layout():
+    """The wg3 kernel's plain mode reads As from stage slots under the general kernel's rule: an
+    M-major As, 16-byte aligned base and column stride, at least a tile (192 rows), slots that fit."""
+    import types
+
+    from fp8gemm.dispatch import wg3
+
+    def slots(m=4096, sm=1, sk=4096, ptr=1 << 20, cand=Wg3(128, 3, 8)):
+        return cand.as_slots(types.SimpleNamespace(out_dtype="bfloat16", sa_ptr=ptr, m=m, sa_stride_m=sm,
+                                                   sa_stride_k=sk))
+
+    assert slots()
+    assert not slots(sm=32, sk=1)                   # K-major As
+    assert not slots(ptr=(1 << 20) + 4)             # base not 16-byte aligned
+    assert not slots(m=4095, sk=4095)               # column stride not a multiple of 16 bytes
+    assert not slots(m=100, sk=100)                 # fewer rows than a tile
+    assert Wg3(128, 3).smem_bytes("bfloat16", True) == Wg3(128, 3).smem_bytes("bfloat16") + 3 * wg3.BLOCK_M * 4
+    big = next(s for s in range(3, 8) if Wg3(128, s).smem_bytes("bfloat16", True) > 232448)
+    assert not slots(cand=Wg3(128, big, 8))         # no room beside the stages
+    assert Wg3(128, 3, 8).template_args("bfloat16", True, False, True) == (128, 3, 0, 8, "true", "false", "true")
+    assert Wg3(128, 3, 8).template_args("bfloat16", True, False) == (128, 3, 0, 8, "true")
+
+
 def test_non_sm90_gpus_get_a_clear_error():
     from fp8gemm.hw import check_arch
     check_arch(0, "NVIDIA H200", 9, 0)

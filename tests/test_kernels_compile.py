@@ -28,8 +28,9 @@ QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsign
 BLOCK_QUANT_PARAMS = "const void*, long long, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
-# The wg3 kernel's: the general kernel's up to K.
-WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
+# The wg3 kernel's: the general kernel's up to K, the groups, then the As tensor map (kSlotsA).
+WG3_PARAMS = (GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
+              ", const __grid_constant__ fp8gemm::TmaDescriptor")
 # The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
 GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
@@ -113,6 +114,9 @@ def _instantiations():
             for group_m in (1, 8):
                 for store in (True, False):
                     seen.add(_instance(Wg3(block_n, stages, group_m), dt, store))
+                    c = Wg3(block_n, stages, group_m)              # As by TMA into stage slots
+                    if c.smem_bytes(dt, True) <= 232448:
+                        seen.add((c.variant, c.template_args(dt, store, False, slots_a=True)))
                     if not store and block_n == 128:               # grouped (direct stores)
                         seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
@@ -276,6 +280,8 @@ def _smem_cases():
                 c = Wg3(bn, stages)
                 cases.append((ring.format(bn=bn, stages=stages, staging=f"3 * {st}::kBytes"), c.smem_bytes(dt)))
                 cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", c.grouped_smem_bytes(dt, 3)))
+                slots = f"fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, 3 * {st}::kBytes, {stages} * 192 * 4>::kBytes"
+                cases.append((slots, c.smem_bytes(dt, True)))
     for stages in range(2, general.MAX_STAGES + 1):
         hold = "(fp8gemm::WgmmaFp8<128>::kNumAccum / 2 + 2) * 128 * 4"
         cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16",
