@@ -14,7 +14,7 @@ R=$PWD
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 STEPS=${STEPS:-gen ab}
 if [[ " $STEPS " == *" gen "* ]]; then
-  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul_general.py tests/test_matmul_wg3.py tests/test_dispatch.py > "$OUT/gen.log" 2>&1
+  timeout 300 python3 -m pytest -q -x -p no:cacheprovider tests/test_matmul_general.py tests/test_matmul_wg3.py tests/test_quantize_gpu.py tests/test_dispatch.py > "$OUT/gen.log" 2>&1
   echo "gen rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/gen.log" | head; tail -1 "$OUT/gen.log"
 fi
 if [[ " $STEPS " == *" suite "* ]]; then

@@ -24,7 +24,7 @@ GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_
 SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
                    "const float*, void*, float*, unsigned, unsigned, float")
-QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
+QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float, unsigned"
 BLOCK_QUANT_PARAMS = "const void*, long long, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
