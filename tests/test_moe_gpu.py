@@ -249,6 +249,33 @@ def test_torch_cuda_graph_replays_new_routing():
         assert rel_err(to_f64(out), want) <= MOE_TOL
 
 
+def test_default_fuses_in_its_window_and_replays_in_a_graph():
+    """fused=None in FUSED_ROWS (here 48 tokens x top-2 over 8 experts: an estimate of 24 rows):
+    the layer runs the fused L1, bit for bit the chain, and captured in a graph it replays new
+    routing within the reference bound."""
+    import torch
+    from fp8gemm.dispatch import grouped
+    from fp8gemm.grouped import rows_estimate
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 48, 2
+    assert grouped.fused_default(rows_estimate(tokens * top_k, experts)[0])
+    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=12)
+    cases = []
+    for seed in (12, 13):
+        ids, w = routing(tokens, experts, top_k, seed == 13, seed=seed)
+        x = np.random.default_rng(seed + 10).standard_normal((tokens, hidden)).astype(np.float32)
+        cases.append((x, ids, w))
+    x0 = torch.from_numpy(cases[0][0]).to(torch.bfloat16).cuda()
+    ids0, w0 = torch.from_numpy(cases[0][1]).cuda(), torch.from_numpy(cases[0][2]).cuda()
+    default = fp8gemm.moe(x0, ids0, w0, *weights)
+    chain = fp8gemm.moe(x0, ids0, w0, *weights, fused=False)
+    assert bool((default.view(torch.int16) == chain.view(torch.int16)).all())
+    out, replay = capture_layer(*cases[0], weights)
+    for x, ids, w in reversed(cases):
+        replay(x, ids, w)
+        xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+        assert rel_err(to_f64(out), moe_reference.moe(xb, ids, w, q1, s1, q2, s2)) <= MOE_TOL
+
+
 def _cost_two(c):
     """moe_glue.cu's choice_costs, restated: the two-warpgroup kernel's 128-row tiles."""
     return 0.0 if c == 0 else c // 128 + (0.0 if c % 128 == 0 else (0.75 if c > 128 else 1.0))
