@@ -13,7 +13,7 @@ from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, prefix_bytes,
                       ring_smem_bytes, split_count, threads)
-from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, cdiv
+from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
 
 SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
@@ -48,6 +48,28 @@ def device_choice(rows_per_expert: float, fused: bool) -> bool:
     pick (the estimate inside MOE_CHOICE_ROWS; never for the fused L1)."""
     return (not fused and MOE_CHOICE_ROWS is not None
             and MOE_CHOICE_ROWS[0] < rows_per_expert <= MOE_CHOICE_ROWS[1])
+
+
+def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None = None,
+                         precise_fp32: bool = True, desc: GemmDesc | None = None) -> None:
+    """A forced grouped tile (grouped_matmul_*(config=)): General with 128-row tiles, SwapAB or
+    Wg3 with valid knobs; with the problem's output, groups and promotion, also its shared memory
+    beside the tile prefix, and for Wg3 an output it writes. ValueError naming the rule otherwise."""
+    if type(c) not in (General, SwapAB, Wg3):
+        raise ValueError(f"config must be a General, SwapAB or Wg3 descriptor for a grouped GEMM; got {c!r}")
+    if type(c) is General and c.block_m != BLOCK_M:
+        raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
+    if getattr(c, "splits", 1) != 1 and type(c) is General:
+        raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
+    if out_dtype is None:
+        return
+    if desc is not None and not c.is_valid(desc):
+        raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
+    if type(c) is Wg3 and out_dtype == "float32" and precise_fp32:
+        raise ValueError("config: Wg3 promotes per 128-wide K block; fp32 output needs precise_fp32=False")
+    if c.grouped_smem_bytes(out_dtype, num_groups) > MAX_SMEM_PER_BLOCK:
+        raise ValueError(f"config {c.label()}: {c.grouped_smem_bytes(out_dtype, num_groups)} bytes of shared memory "
+                         f"with a {num_groups}-group tile prefix, over the {MAX_SMEM_PER_BLOCK} a CTA may have")
 
 
 def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
