@@ -5,12 +5,14 @@ experts; top-6), token count and routing (uniform: 6 distinct experts per token 
 skewed: drawn without replacement with Zipf weights 1/rank^1.5 over a random order of the experts,
 so one expert takes most tokens and many get none), it times in the same run:
 
-* ``layer_us``: `fp8gemm.moe` (FP8 input with its scales) as it runs by default, the unfused chain:
-  routing, grouped L1 in FP32, SwiGLU + FP8 requantization kernel, grouped L2, combine;
+* ``layer_us``: `fp8gemm.moe` (FP8 input with its scales) as it runs by default (fused or not by
+  dispatch/grouped.py's FUSED_ROWS);
+* ``chain_us``: `fp8gemm.moe(..., fused=False)`, the unfused chain: routing, grouped L1 in FP32,
+  SwiGLU + FP8 requantization kernel, grouped L2, combine;
 * ``fused_us``: `fp8gemm.moe(..., fused=True)`, SwiGLU + requantization in L1's epilogue, and
-  ``fused_gain`` = layer / fused (the two outputs are compared bit for bit);
+  ``fused_gain`` = chain / fused (the three outputs are compared bit for bit);
 * ``gemms_us``: the two grouped GEMMs of the chain alone on the same routed row counts (L1 in FP32
-  promoted per 128-K block, as the chain runs it), so ``glue_us`` = layer - GEMMs is what the glue
+  promoted per 128-K block, as the chain runs it), so ``glue_us`` = chain - GEMMs is what the glue
   and the FP32 intermediate cost;
 * ``l1_us`` / ``l2_us``: each grouped GEMM alone as `fp8gemm.grouped_matmul_contiguous` runs it
   with bf16 output, and ``l1_frac`` / ``l2_frac`` = (its roofline + 2 us) / its time, the roofline
@@ -61,6 +63,7 @@ class MoeRow:
     active_experts: int
     max_expert_rows: int
     layer_us: float = float("nan")
+    chain_us: float = float("nan")
     fused_us: float = float("nan")
     fused_gain: float = float("nan")
     gemms_us: float = float("nan")
@@ -369,6 +372,9 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         def fused():
             return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=True)
 
+        def chain():
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=False)
+
         def gemms():
             fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False)
             return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
@@ -383,12 +389,12 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         notes_masked = [] if masked else \
             [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
         out = layer()
-        same = bool((out.view(cupy.uint16) == fused().view(cupy.uint16)).all())
+        same = all(bool((out.view(cupy.uint16) == f().view(cupy.uint16)).all()) for f in (fused, chain))
         gemms()
         for fn in gemm.values():
             fn()
         cupy.cuda.Device().synchronize()
-        notes = notes_masked + ([] if same else ["fused and unfused layers DIFFER (WRONG)"])
+        notes = notes_masked + ([] if same else ["the default, fused and unfused layers DIFFER (WRONG)"])
         if t <= CHECK_TOKENS:
             row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
             if not row.rel_err <= LAYER_TOL:
@@ -403,7 +409,7 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         row.grouped_err = max(errs)
         if not row.grouped_err <= GROUPED_TOL:
             notes.append(f"grouped GEMM WRONG ({row.grouped_err:.1e})")
-        fns = {"layer": layer, "fused": fused, "gemms": gemms, **gemm}
+        fns = {"layer": layer, "chain": chain, "fused": fused, "gemms": gemms, **gemm}
         if deepgemm is None:
             for lname, (a, sa, w, s, _, _), (a_m, sa_m) in zip(layers, layers.values(),
                                                               ((a1_m, sa1_m), (a2_m, sa2_m))):
@@ -432,7 +438,7 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             notes.append(f"timing with DeepGEMM failed ({type(exc).__name__}): ours timed alone")
             fns = {k: v for k, v in fns.items() if not k.startswith("dg_")}
             us = time_calls(fns, flush, iters)
-        row.layer_us, row.fused_us, row.gemms_us = us["layer"], us["fused"], us["gemms"]
+        row.layer_us, row.chain_us, row.fused_us, row.gemms_us = us["layer"], us["chain"], us["fused"], us["gemms"]
         row.l1_us, row.l2_us = us["l1"], us["l2"]
         row.l1_masked_us, row.l2_masked_us = us.get("l1_masked"), us.get("l2_masked")
         for key in ("dg_l1", "dg_l2", "dg_l1_masked", "dg_l2_masked"):
@@ -441,8 +447,8 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
                        + GEMM_SLACK_US) / row.l1_us
         row.l2_frac = (gemm_roofline_us(row.active_experts, pairs, hidden, inter, bw, peak)
                        + GEMM_SLACK_US) / row.l2_us
-        row.fused_gain = row.layer_us / row.fused_us
-        row.glue_us = row.layer_us - row.gemms_us
+        row.fused_gain = row.chain_us / row.fused_us
+        row.glue_us = row.chain_us - row.gemms_us
         row.bound_us = bound_us(row.active_experts, pairs, t, e_h_i, bw, peak)
         row.max_gain = row.layer_us / row.bound_us
         row.notes = "; ".join(notes)
@@ -485,7 +491,8 @@ def dg_speedup(row: MoeRow, ours: str, theirs: str):
 
 
 def format_table(rows) -> str:
-    head = (f"{'model':6} {'routing':8} {'T':>5} {'pairs':>6} {'experts':>7} {'layer_us':>9} {'fused_us':>9} "
+    head = (f"{'model':6} {'routing':8} {'T':>5} {'pairs':>6} {'experts':>7} {'layer_us':>9} {'chain_us':>9} "
+            f"{'fused_us':>9} "
             f"{'fused_x':>7} {'gemms_us':>9} {'glue_us':>8} {'bound_us':>9} {'max_gain':>8} {'l1_frac':>7} "
             f"{'l2_frac':>7} {'dg/l1':>6} {'dg/l2':>6} {'dg/l1m':>6} {'dg/l2m':>6} {'rel_err':>8}")
     lines = [head]
@@ -494,10 +501,15 @@ def format_table(rows) -> str:
         dg = " ".join(f"{v:6.2f}" if v is not None else " " * 6
                       for v in (dg_speedup(r, o, t) for o, t in DG_PAIRS))
         lines.append(f"{r.model:6} {r.routing:8} {r.tokens:5d} {r.pairs:6d} {r.active_experts:7d} "
-                     f"{r.layer_us:9.1f} {r.fused_us:9.1f} {r.fused_gain:7.2f} "
+                     f"{r.layer_us:9.1f} {_chain_us(r):9.1f} {r.fused_us:9.1f} {r.fused_gain:7.2f} "
                      f"{r.gemms_us:9.1f} {r.glue_us:8.1f} {r.bound_us:9.1f} "
                      f"{r.max_gain:8.2f} {r.l1_frac:7.2f} {r.l2_frac:7.2f} {dg} {err}")
     return "\n".join(lines)
+
+
+def _chain_us(r) -> float:
+    """The unfused chain's time (a CSV from before chain_us: the layer's, which was the chain)."""
+    return r.chain_us if isinstance(r.chain_us, float) and r.chain_us == r.chain_us else r.layer_us
 
 
 def summarize(rows) -> dict:
@@ -510,7 +522,7 @@ def summarize(rows) -> dict:
                        ("all", lambda r: True)):
         part = [r for r in rows if sel(r)]
         out[label] = {"shapes": len(part),
-                      "glue_fraction_geomean": gm([r.glue_us / r.layer_us for r in part]),
+                      "glue_fraction_geomean": gm([r.glue_us / _chain_us(r) for r in part]),
                       "fused_gain_geomean": gm([r.fused_gain for r in part]),
                       "max_gain_geomean": gm([r.max_gain for r in part]),
                       "bound_fraction_geomean": gm([r.bound_us / r.layer_us for r in part]),
@@ -536,8 +548,8 @@ def format_summary(summary: dict) -> str:
         if not s["shapes"]:
             continue
         lines.append(f"  {label:13} {s['shapes']:3d} rows: layer at {s['bound_fraction_geomean']:.2f} of its bound "
-                     f"(geomean), glue {_pct(s['glue_fraction_geomean'])} of the layer, the fused L1 "
-                     f"{s['fused_gain_geomean']:.2f}x the layer's speed; most any kernel could gain "
+                     f"(geomean), glue {_pct(s['glue_fraction_geomean'])} of the chain, the fused L1 "
+                     f"{s['fused_gain_geomean']:.2f}x the chain's speed; most any kernel could gain "
                      f"{s['max_gain_geomean']:.2f}x")
     dec = summary["tokens<=128"]["gemm_fracs"]
     if dec:

@@ -13,7 +13,7 @@ from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, General, SwapAB, prefix_bytes,
                       ring_smem_bytes, split_count, threads)
-from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, cdiv
+from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
 
 SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
@@ -28,6 +28,19 @@ WG3_ROWS = (240.0, 330.0)
 # tell uniform routing (Pro at 8192 tokens 1.08x on 192-row tiles) from skewed routing with the
 # same mean (0.91x).
 MOE_CHOICE_ROWS = (200.0, 450.0)
+# fp8gemm.moe's default (fused=None): the fused SwiGLU L1 where the rows estimate lies in [lo, hi],
+# the chain elsewhere. NOTES (bench/results/h200_moe.csv, the chain's time / the fused layer's,
+# same run): 1.006-1.27x at an estimate of 8-32 rows (V4-Flash 256-512 tokens, V4-Pro 256-1024,
+# uniform and skewed; there the chain's L1 runs swap-AB tiles of 8-32 tokens, slow on a skewed
+# expert's hundreds of rows, and the fused L1 128-row tiles); 0.58-0.69x at 1-16 tokens (the
+# chain's swap-AB on 1-4 rows each), 0.96-1.07x at 2-6 rows, 0.92-1.03x from 48 rows on (the same
+# 128-row tiles, or 192-row ones).
+FUSED_ROWS = (8.0, 32.0)
+
+
+def fused_default(rows_per_expert: float) -> bool:
+    """Whether fp8gemm.moe fuses the SwiGLU into L1 when the caller leaves ``fused`` None."""
+    return FUSED_ROWS[0] <= rows_per_expert <= FUSED_ROWS[1]
 
 
 def device_choice(rows_per_expert: float, fused: bool) -> bool:
@@ -35,6 +48,28 @@ def device_choice(rows_per_expert: float, fused: bool) -> bool:
     pick (the estimate inside MOE_CHOICE_ROWS; never for the fused L1)."""
     return (not fused and MOE_CHOICE_ROWS is not None
             and MOE_CHOICE_ROWS[0] < rows_per_expert <= MOE_CHOICE_ROWS[1])
+
+
+def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None = None,
+                         precise_fp32: bool = True, desc: GemmDesc | None = None) -> None:
+    """A forced grouped tile (grouped_matmul_*(config=)): General with 128-row tiles, SwapAB or
+    Wg3 with valid knobs; with the problem's output, groups and promotion, also its shared memory
+    beside the tile prefix, and for Wg3 an output it writes. ValueError naming the rule otherwise."""
+    if type(c) not in (General, SwapAB, Wg3):
+        raise ValueError(f"config must be a General, SwapAB or Wg3 descriptor for a grouped GEMM; got {c!r}")
+    if type(c) is General and c.block_m != BLOCK_M:
+        raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
+    if getattr(c, "splits", 1) != 1 and type(c) is General:
+        raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
+    if out_dtype is None:
+        return
+    if desc is not None and not c.is_valid(desc):
+        raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
+    if type(c) is Wg3 and out_dtype == "float32" and precise_fp32:
+        raise ValueError("config: Wg3 promotes per 128-wide K block; fp32 output needs precise_fp32=False")
+    if c.grouped_smem_bytes(out_dtype, num_groups) > MAX_SMEM_PER_BLOCK:
+        raise ValueError(f"config {c.label()}: {c.grouped_smem_bytes(out_dtype, num_groups)} bytes of shared memory "
+                         f"with a {num_groups}-group tile prefix, over the {MAX_SMEM_PER_BLOCK} a CTA may have")
 
 
 def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
@@ -138,17 +173,22 @@ class SwiGLU(Candidate):
 
 
 def explain_moe(tokens: int, experts: int = 256, hidden: int = 4096, inter: int = 2048, top_k: int = 6,
-                fused: bool = False, num_sms: int = DEFAULT_NUM_SMS) -> str:
+                fused: bool | None = None, num_sms: int = DEFAULT_NUM_SMS) -> str:
     """What fp8gemm.moe launches for ``tokens`` tokens of a layer (defaults: DeepSeek-V4-Flash)
-    and why: the host's estimate of the rows per expert, then each grouped GEMM's tile (L1 [2I, H]
-    into an FP32 h, or the fused SwiGLU L1; L2 [H, I] into bf16), or the two tiles the routing
-    kernel chooses between from the real counts."""
+    and why: the host's estimate of the rows per expert, whether L1 is fused (``fused`` None: the
+    layer's default, fused_default), then each grouped GEMM's tile (L1 [2I, H] into an FP32 h, or
+    the fused SwiGLU L1; L2 [H, I] into bf16), or the two tiles the routing kernel chooses between
+    from the real counts."""
     from ..grouped import rows_estimate
     pairs = tokens * top_k
     per_expert, active = rows_estimate(pairs, experts)
     lines = [f"MoE layer, {tokens} tokens x top-{top_k} = {pairs} pairs over {experts} experts: the host "
              f"estimates {per_expert:.3g} rows per non-empty expert (twice the mean, for uneven routing) on "
              f"{active} experts"]
+    if fused is None:
+        fused = fused_default(per_expert)
+        lines.append(f"  L1 {'fused with' if fused else 'then'} the SwiGLU (the default: fused where the estimate "
+                     f"lies in FUSED_ROWS {FUSED_ROWS})")
     choose = device_choice(per_expert, fused)
     gemms = (("L1", 2 * inter, hidden, "float32", False), ("L2", hidden, inter, "bfloat16", True))
     for name, n, k, out, precise in gemms:

@@ -28,7 +28,7 @@ from .validate import check_block_size, out_row_stride, validate_grouped
 
 
 def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None,
-                              block_size=(128, 128), precise_fp32: bool = True):
+                              block_size=(128, 128), precise_fp32: bool = True, config=None):
     """C[rows of group g] = (A * As)[rows] @ (B[g] * Bs[g])^T with FP32 accumulation -> [P, N].
 
     a        [P, K] FP8 E4M3, the groups' rows one group after the other (K-contiguous).
@@ -40,15 +40,17 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
              32-wide K step (relative error < 1e-4); False after every 128-wide K block, like bf16
              and fp16 outputs (~2e-4, and 1.5x faster on big compute-bound calls: bench/NOTES.md,
              bench/NOTES.md). fp8gemm.moe takes False for its FP32 intermediate.
+    config   a grouped tile to force (fp8gemm.dispatch: General with 128-row tiles, SwapAB or
+             Wg3; tests and benchmarks); None: the estimate's (dispatch/grouped.py: candidate).
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
     return run_grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None,
-                    precise_fp32)
+                       precise_fp32, config=config)
 
 
 def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None,
-                          expected_rows: int | None = None, block_size=(128, 128)):
+                          expected_rows: int | None = None, block_size=(128, 128), config=None):
     """C[g, :counts[g]] = (A[g] * As[g])[:counts[g]] @ (B[g] * Bs[g])^T -> [G, max_rows, N].
 
     a        [G, max_rows, K] FP8 E4M3; a_scale [G, max_rows, ceil(K/128)] float32.
@@ -57,10 +59,12 @@ def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out
              sequence (checked).
     expected_rows  optional: about how many rows all groups hold together (sum of counts), a
              tiling hint for decode (the counts stay on the GPU); any value gives correct results.
+    config   a grouped tile to force, as in grouped_matmul_contiguous.
     Rows at and past counts[g] are neither read for the result nor written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
-    return run_grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows)
+    return run_grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows,
+                       config=config)
 
 
 def _host_groups(values, name: str, masked: bool, a_shape: tuple, num_groups: int):
@@ -117,10 +121,13 @@ def _group_estimate(gp, expected_rows):
 
 
 def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
-                precise_fp32=True, wg3=None):
-    """Both layouts' common path (fp8gemm.moe calls it with its own tile choice, ``wg3``)."""
+                precise_fp32=True, wg3=None, config=None):
+    """Both layouts' common path (fp8gemm.moe calls it with its own tile choice, ``wg3``; tests
+    and benchmarks force one, ``config``)."""
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
+    if config is not None:
+        tiles.check_grouped_config(config)
     framework = framework_of(a)
     stream_for = output.stream_for_framework(framework)
     # Keyed by the groups array too (entries: GroupedProblem, launch plan or None, out= pointer or
@@ -128,7 +135,7 @@ def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, bl
     arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
     key = plan_key("grouped", framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
     if key is not None:
-        key = key + (masked, expected_rows, bool(precise_fp32), wg3)
+        key = key + (masked, expected_rows, bool(precise_fp32), wg3, None if config is None else config.key())
         entry = PLANS.get(key)
         if entry is not None:
             gp, runner, out_ptr = entry
@@ -155,19 +162,25 @@ def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, bl
         ldc, aligned = p.n, True
     else:
         ldc, aligned = out_row_stride(tout, p.n) if p.m > 0 else p.n, tout.ptr % 16 == 0
-    runner = plan_grouped_problem(gp, expected_rows, bool(precise_fp32), wg3, ldc, aligned) if p.m > 0 else None
+    runner = (plan_grouped_problem(gp, expected_rows, bool(precise_fp32), wg3, ldc, aligned, config)
+              if p.m > 0 else None)
     if key is not None:
         remember(key, (gp, runner, None if tout is None else tout.ptr))
     return execute(framework, stream_for, p, runner, tout, out)
 
 
-def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, out_aligned: bool):
+def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, out_aligned: bool, config=None):
     """The tile for a validated grouped problem (dispatch/grouped.py, from the host's estimate of
-    the rows per group) and its launch plan."""
+    the rows per group; or ``config``, checked against the problem) and its launch plan."""
     p = gp.gemm
-    per_group, active = _group_estimate(gp, expected_rows)
-    cand = tiles.candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
-                           precise_fp32, wg3)
+    if config is not None:
+        tiles.check_grouped_config(config, p.out_dtype, gp.num_groups, precise_fp32,
+                                   tiles.GemmDesc(max(p.m, 1), p.n, p.k, p.out_dtype))
+        cand = config
+    else:
+        per_group, active = _group_estimate(gp, expected_rows)
+        cand = tiles.candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
+                               precise_fp32, wg3)
     with building(p.device):
         return cand.plan_grouped(gp, ldc, out_aligned, precise_fp32)
 

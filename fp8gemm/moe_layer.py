@@ -23,11 +23,12 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
    a captured graph re-decides on every replay);
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
 
-Fused (``fused=True``): steps 2 and 3 are one kernel (grouped.swiglu_l1,
-kernels_cu/swiglu_epilogue.cuh) whose epilogue computes step 3 from the same FP32 values, so it
-writes the same FP8 act and scales (the output is identical bit for bit) while h [P, 2I] never
-reaches memory. Opt-in: on the H200 it measured 0.93-0.97x the chain at 1024-8192 tokens of
-DeepSeek-V4-Flash (bench/NOTES.md), so the default is the chain.
+Fused: steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
+epilogue computes step 3 from the same FP32 values, so it writes the same FP8 act and scales (the
+output is identical bit for bit) while h [P, 2I] never reaches memory. By default (``fused=None``)
+the layer fuses where the host's rows estimate lies in dispatch/grouped.py's FUSED_ROWS, where it
+measured faster than the chain on the H200 (its 128-row tiles against the chain's swap-AB ones);
+``fused=True`` / ``False`` force one path.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import math
 import threading
 
 from . import compiler, driver, output
-from .dispatch.grouped import device_choice
+from .dispatch.grouped import device_choice, fused_default
 from .dtypes import FP8_DTYPES, SWIGLU_LIMIT
 from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
 from .intake import JAX, TORCH, framework_of, intake
@@ -93,7 +94,7 @@ def _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim) -> _GluePla
 
 
 def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
-        fused: bool = False, out=None):
+        fused: bool | None = None, out=None):
     """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
 
     x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
@@ -104,10 +105,13 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     w2, w2_scale [E, H, I] FP8 with [E, ceil(H/128), I/128].
     limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
     fused        True: SwiGLU and the requantization in L1's epilogue (no [P, 2I] intermediate; the
-                 same result bit for bit; slower than the chain so far, see above).
+                 same result bit for bit); False: the chain; None: whichever measured faster at
+                 this size (see above; fp8gemm.explain_moe says which).
     out          optional [T, H] bf16, contiguous, 16-byte aligned: written and returned (every row).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be True, False or None (got {fused!r})")
     framework = framework_of(x)
     stream_for = output.stream_for_framework(framework)
     if x_scale is None:
@@ -155,6 +159,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
     # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
     per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
+    if fused is None:
+        fused = fused_default(per_expert)
     choose = device_choice(per_expert, fused)
     if choose:
         choice, choice_p = buf((2, experts + 1), "int32")

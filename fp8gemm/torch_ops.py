@@ -11,7 +11,7 @@
                                  expected_rows=None) -> Tensor
   fp8gemm::grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows=None)
   fp8gemm::moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=10.0,
-               fused=False) -> Tensor
+               fused=None) -> Tensor
   fp8gemm::quantize_per_token_group(x, eps=1e-10) -> (q, scale)
 
 Each is a ``torch.library.custom_op`` whose real kernel is fp8gemm's (``fp8gemm.matmul``, the
@@ -168,14 +168,14 @@ def _grouped_masked_out_fake(a, b, a_scale, b_scale, counts, out, expected_rows=
 @torch.library.custom_op("fp8gemm::moe", mutates_args=())
 def _moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
          w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor, x_scale: Optional[torch.Tensor] = None,
-         limit: Optional[float] = SWIGLU_LIMIT, fused: bool = False) -> torch.Tensor:
+         limit: Optional[float] = SWIGLU_LIMIT, fused: Optional[bool] = None) -> torch.Tensor:
     from .moe_layer import moe
 
     return moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=x_scale, limit=limit, fused=fused)
 
 
 @_moe.register_fake
-def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=False):
+def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=None):
     from .moe_layer import check_moe_signature
 
     if x_scale is None:
@@ -273,7 +273,7 @@ def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out
                                                    expected_rows)
 
 
-def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT, fused=False):
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT, fused=None):
     """fp8gemm.moe through the operator."""
     return torch.ops.fp8gemm.moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale,
                                  None if limit is None else float(limit), fused)

@@ -140,7 +140,8 @@ def test_moe_table_and_summary_with_deepgemm():
 
 
 def test_moe_csv_round_trip(tmp_path):
-    row = moe.MoeRow("pro", "skewed", 8192, 49152, 384, 7972, layer_us=13267.6, fused_us=14232.0, fused_gain=0.93,
+    row = moe.MoeRow("pro", "skewed", 8192, 49152, 384, 7972, layer_us=13267.6, chain_us=13267.6, fused_us=14232.0,
+                     fused_gain=0.93,
                      gemms_us=15157.5, glue_us=-1889.9, bound_us=5951.4, max_gain=2.23, l1_us=9624.4, l1_frac=0.43,
                      l2_us=5000.0, l2_frac=0.48, dg_l1_us=8329.1, dg_l2_us=4400.0, grouped_err=1.67e-3,
                      notes="masked layout not timed: 384 x 8064 rows for 49152 pairs")

@@ -374,3 +374,21 @@ def test_explain_moe_names_each_gemms_kernel():
     assert "L1 + SwiGLU (fused)" in fused and not grouped.device_choice(384.0, True)
     pro = fp8gemm.explain_moe(8192, 384, 7168, 3072)
     assert "L1 [6144 x 7168]" in pro and "L2 [7168 x 3072]" in pro
+
+
+def test_moe_fuses_by_default_where_it_measured_faster():
+    """fused=None (the default): the fused SwiGLU L1 where the rows estimate lies in FUSED_ROWS
+    (8-32 rows per expert: V4-Flash at 256-512 tokens, V4-Pro at 256-1024), the chain at decode and
+    prefill; explain_moe says which, and forced choices stay forced."""
+    import fp8gemm
+    from fp8gemm.dispatch import grouped
+    from fp8gemm.grouped import rows_estimate
+    assert grouped.FUSED_ROWS == (8.0, 32.0)
+    flash = {t: grouped.fused_default(rows_estimate(6 * t, 256)[0]) for t in (1, 16, 128, 256, 512, 1024, 8192)}
+    assert flash == {1: False, 16: False, 128: False, 256: True, 512: True, 1024: False, 8192: False}
+    pro = {t: grouped.fused_default(rows_estimate(6 * t, 384)[0]) for t in (128, 256, 1024, 2048)}
+    assert pro == {128: False, 256: True, 1024: True, 2048: False}
+    assert "L1 + SwiGLU (fused)" in fp8gemm.explain_moe(512) and "the default: fused" in fp8gemm.explain_moe(512)
+    assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(2048)
+    assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(512, fused=False)
+    assert "L1 + SwiGLU (fused)" in fp8gemm.explain_moe(2048, fused=True)

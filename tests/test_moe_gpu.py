@@ -230,23 +230,52 @@ def capture_layer(x, ids, w, weights, before_capture=None):
     return out, replay
 
 
-def test_torch_cuda_graph_replays_new_routing():
-    """Captured in torch.cuda.graph after a warm-up call (kernels loaded, intermediates from the
-    graph's pool), replayed with new x, ids and weights copied into the same buffers."""
-    import torch
-    experts, hidden, inter, tokens, top_k = 8, 256, 128, 6, 2
-    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=8)
+def two_routings(tokens, experts, top_k, hidden, seed):
+    """[(x, ids, w)] of a uniform routing (seed) and a skewed one (seed + 1)."""
     cases = []
-    for seed in (8, 9):
-        ids, w = routing(tokens, experts, top_k, seed == 9, seed=seed)
-        x = np.random.default_rng(seed + 10).standard_normal((tokens, hidden)).astype(np.float32)
-        cases.append((x, ids, w))
-    out, replay = capture_layer(*cases[0], weights)
+    for s in (seed, seed + 1):
+        ids, w = routing(tokens, experts, top_k, s == seed + 1, seed=s)
+        cases.append((np.random.default_rng(s + 10).standard_normal((tokens, hidden)).astype(np.float32), ids, w))
+    return cases
+
+
+def check_replays(out, replay, cases, host_weights):
+    """Replay the captured layer on each case (last first) and check ``out`` against the float64 layer."""
+    import torch
     for x, ids, w in reversed(cases):
         replay(x, ids, w)
         xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
-        want = moe_reference.moe(xb, ids, w, q1, s1, q2, s2)
-        assert rel_err(to_f64(out), want) <= MOE_TOL
+        assert rel_err(to_f64(out), moe_reference.moe(xb, ids, w, *host_weights)) <= MOE_TOL
+
+
+def test_torch_cuda_graph_replays_new_routing():
+    """Captured in torch.cuda.graph after a warm-up call (kernels loaded, intermediates from the
+    graph's pool), replayed with new x, ids and weights copied into the same buffers."""
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 6, 2
+    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=8)
+    cases = two_routings(tokens, experts, top_k, hidden, 8)
+    out, replay = capture_layer(*cases[0], weights)
+    check_replays(out, replay, cases, (q1, s1, q2, s2))
+
+
+def test_default_fuses_in_its_window_and_replays_in_a_graph():
+    """fused=None in FUSED_ROWS (here 48 tokens x top-2 over 8 experts: an estimate of 24 rows):
+    the layer runs the fused L1, bit for bit the chain, and captured in a graph it replays new
+    routing within the reference bound."""
+    import torch
+    from fp8gemm.dispatch import grouped
+    from fp8gemm.grouped import rows_estimate
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 48, 2
+    assert grouped.fused_default(rows_estimate(tokens * top_k, experts)[0])
+    (q1, s1, q2, s2), weights = torch_layer(experts, hidden, inter, seed=12)
+    cases = two_routings(tokens, experts, top_k, hidden, 12)
+    x0 = torch.from_numpy(cases[0][0]).to(torch.bfloat16).cuda()
+    ids0, w0 = torch.from_numpy(cases[0][1]).cuda(), torch.from_numpy(cases[0][2]).cuda()
+    default = fp8gemm.moe(x0, ids0, w0, *weights)
+    chain = fp8gemm.moe(x0, ids0, w0, *weights, fused=False)
+    assert bool((default.view(torch.int16) == chain.view(torch.int16)).all())
+    out, replay = capture_layer(*cases[0], weights)
+    check_replays(out, replay, cases, (q1, s1, q2, s2))
 
 
 def _cost_two(c):

@@ -178,3 +178,22 @@ def test_grouped_three_warpgroup_override():
     assert c.variant == Wg3.variant and "rows per group" in c.reason
     lo, hi = tiles.MOE_CHOICE_ROWS
     assert lo < hi and lo <= tiles.WG3_ROWS[0] and tiles.WG3_ROWS[1] <= hi
+
+
+def test_forced_grouped_config_rules():
+    """grouped_matmul_*(config=): General with 128-row tiles and no K split, SwapAB or Wg3; Wg3
+    with fp32 output only when not precise; the tile's shared memory beside the prefix."""
+    from fp8gemm.dispatch import General, ShortK, SwapAB, Wg3
+    from fp8gemm.dispatch import grouped as g
+    for ok in (General(128, 5), SwapAB(16, 6, 1, 2), Wg3(128, 3, 8)):
+        g.check_grouped_config(ok)
+        g.check_grouped_config(ok, "bfloat16", 256, True, g.GemmDesc(1000, 4096, 4096, "bfloat16"))
+    for bad, msg in ((ShortK(64, 64), "General, SwapAB or Wg3"), (General(64, 6, 8, 1, 64), "128-row tiles"),
+                     (General(128, 5, 8, 2), "no K split")):
+        with pytest.raises(ValueError, match=msg):
+            g.check_grouped_config(bad)
+    with pytest.raises(ValueError, match="precise_fp32=False"):
+        g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, True)
+    g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, False)
+    with pytest.raises(ValueError, match="shared memory"):
+        g.check_grouped_config(General(128, 6), "bfloat16", 8192)
