@@ -390,7 +390,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
         }
         if constexpr (kTmaStore) {
-            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();   // before smem goes away
+            // NOTES: the last bulk store must have read the staging before the CTA's shared memory
+            // goes away; its writes need not have landed (the grid's end orders them, as in
+            // CUTLASS's epilogue tail), so the CTA retires without the global-write latency.
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();
         }
     }
 #else

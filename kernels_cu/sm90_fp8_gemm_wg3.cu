@@ -242,7 +242,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             }
         }
         if constexpr (kTmaStore) {
-            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();   // as the general kernel
         }
     }
 #else
