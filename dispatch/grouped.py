@@ -33,8 +33,8 @@ MOE_CHOICE_ROWS = (200.0, 450.0)
 # same run): 1.006-1.27x at an estimate of 8-32 rows (V4-Flash 256-512 tokens, V4-Pro 256-1024,
 # uniform and skewed; there the chain's L1 runs swap-AB tiles of 8-32 tokens, slow on a skewed
 # expert's hundreds of rows, and the fused L1 128-row tiles); 0.58-0.69x at 1-16 tokens (the
-# chain's swap-AB on 1-4 rows each), 0.96-1.07x at 2-6 rows, 0.92-1.03x from 48 rows on (the same
-# 128-row tiles, or 192-row ones).
+# chain's swap-AB on 1-4 rows each), 0.96-1.07x at 64-128 tokens (2-6 rows), 0.92-1.03x from 48
+# rows on (the same 128-row tiles, or 192-row ones).
 FUSED_ROWS = (8.0, 32.0)
 
 
