@@ -63,10 +63,13 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
         raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
     if out_dtype is None:
         return
+    if type(c) is Wg3 and out_dtype == "float32":
+        if precise_fp32:
+            raise ValueError("config: Wg3 promotes per 128-wide K block; fp32 output needs precise_fp32=False")
+        # its grouped mode writes fp32 when not precise; its other rules are those of a bf16 output
+        desc = replace(desc, out_dtype="bfloat16") if desc is not None else None
     if desc is not None and not c.is_valid(desc):
         raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
-    if type(c) is Wg3 and out_dtype == "float32" and precise_fp32:
-        raise ValueError("config: Wg3 promotes per 128-wide K block; fp32 output needs precise_fp32=False")
     if c.grouped_smem_bytes(out_dtype, num_groups) > MAX_SMEM_PER_BLOCK:
         raise ValueError(f"config {c.label()}: {c.grouped_smem_bytes(out_dtype, num_groups)} bytes of shared memory "
                          f"with a {num_groups}-group tile prefix, over the {MAX_SMEM_PER_BLOCK} a CTA may have")

@@ -198,5 +198,8 @@ def test_forced_grouped_config_rules():
     with pytest.raises(ValueError, match="precise_fp32=False"):
         g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, True)
     g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, False)
+    g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, False, g.GemmDesc(1000, 4096, 4096, "float32"))
+    with pytest.raises(ValueError, match="precise_fp32=False"):
+        g.check_grouped_config(Wg3(128, 3, 8), "float32", 8, True, g.GemmDesc(1000, 4096, 4096, "float32"))
     with pytest.raises(ValueError, match="shared memory"):
         g.check_grouped_config(General(128, 6), "bfloat16", 8192)
