@@ -153,9 +153,9 @@ def _splits(splits: int, k: int) -> int:
 def tail_split_count(tiles: int, k_blocks: int, num_sms: int) -> int:
     """The splits of each last-wave tile under TAIL_SPLIT (scheduler.cuh: TileScheduler, the same
     rule): the tiles of whole waves run unsplit, the rest split as many ways as the grid then
-    fills, each split keeping >= 2 K blocks; 1 where the waves are whole."""
+    fills, each split keeping >= 8 K blocks; 1 where the waves are whole."""
     rest = tiles % num_sms
-    return 1 if rest == 0 else max(1, min(num_sms // rest, k_blocks // 2))
+    return 1 if rest == 0 else max(1, min(num_sms // rest, k_blocks // 8))
 
 
 @dataclass(frozen=True)
@@ -286,7 +286,7 @@ class General(Candidate):
                         continue                     # tiles far wider than the matrix: pure padding
                     tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
                     max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
-                    tail = (TAIL_SPLIT,) if tail_split_pays(tiles, num_sms) and k_blocks >= 4 else ()
+                    tail = (TAIL_SPLIT,) if tail_split_pays(tiles, num_sms) and k_blocks >= 16 else ()
                     for splits in (1, 2, 3, 4, 6, 8, 12, 16) + tail:
                         if splits <= max_splits or splits == TAIL_SPLIT:
                             tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms, block_m), kind,

@@ -108,7 +108,7 @@ def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: f
         splits = split_count(tiles, cdiv(k, BLOCK_K), num_sms)
         # NOTES: one token of V4-Flash is 6 experts x 32 tiles, 1.45 waves: the last wave's tiles
         # split in two (TAIL_SPLIT) finish the GEMM in 1.5 tile times instead of 2.
-        if splits == 1 and tail_split_pays(tiles, num_sms) and cdiv(k, BLOCK_K) >= 4:
+        if splits == 1 and tail_split_pays(tiles, num_sms) and cdiv(k, BLOCK_K) >= 16:
             splits = TAIL_SPLIT
         c = SwapAB(block_n, MAX_STAGES, 1, splits,
                    reason=f"grouped: swap-AB, token tile {block_n} (about {rows_per_group:.3g} rows per group), "

@@ -6,7 +6,8 @@
 // run in the same wave and the last of them can reduce without waiting long.
 // Splits: every tile in S (splits >= 1), or (splits == kTailSplit) the tiles of the whole waves
 // unsplit and only the last, partial wave's tiles split, as many ways as the grid then fills
-// (gridDim.x / those tiles, each split keeping >= 2 K blocks): 192 tiles on 132 CTAs run as 132
+// (gridDim.x / those tiles, each split keeping >= 8 K blocks: shorter ones cost more in partials
+// than they even out, bench/NOTES.md): 192 tiles on 132 CTAs run as 132
 // whole tiles, then 60 tiles in halves: 1.5 tile times instead of 2. Computed on the device (the
 // grouped modes know their tile count only there), with two divisions only this mode pays.
 #pragma once
@@ -48,7 +49,7 @@ struct TileScheduler {
         if (splits == kTailSplit) {
             dp_tiles = num_tiles / gridDim.x * gridDim.x;
             const uint32_t rest = num_tiles - dp_tiles;
-            splits = rest == 0 ? 1u : max(1u, min(gridDim.x / rest, num_k_blocks / 2));
+            splits = rest == 0 ? 1u : max(1u, min(gridDim.x / rest, num_k_blocks / 8));
         }
         num_splits = splits;
         num_units = dp_tiles + (num_tiles - dp_tiles) * splits;

@@ -466,13 +466,14 @@ def test_torch_cuda_graph_capture_and_replay(m, n, k):
 
 
 # TAIL_SPLIT (scheduler.cuh kTailSplit): whole waves unsplit, the last wave's tiles split as the
-# grid fills. Shapes by tile count on 132 SMs: 192 (1.45 waves: halves), 150 (the rest splits 7
-# ways), 200 (68 left over: more than half a wave, so nothing splits), 60 (under a wave: every tile
-# splits), with K tails and a K too short to split far.
+# grid fills, each split >= 8 K blocks. Shapes by tile count on 132 SMs: 192 (1.45 waves: halves),
+# 150 (the rest in halves: K caps it), 200 (68 left over: more than half a wave, so nothing
+# splits), 60 (under a wave, K too short to split), with K tails.
 TAIL_CASES = [((6 * 128, 4096, 4096 + 16), General(128, 4, 8, 0)),       # 192 tiles of 128 x 128
               ((300, 6400, 2048), General(128, 4, 8, 0)),                # 3 x 50 = 150 tiles
               ((200, 6400, 1040), General(64, 6, 8, 0)),                 # 2 x 100 = 200
               ((130, 1920, 512), General(64, 6, 8, 0)),                  # 2 x 30 = 60, 4 K blocks
+              ((130, 1920, 2048 + 16), General(64, 6, 8, 0)),            # 60 tiles in halves
               ((5, 24576, 4096), SwapAB(8, 6, 1, 0)),                    # 192 weight tiles, 5 tokens
               ((40, 18000, 1536 + 32), SwapAB(32, 6, 1, 0))]             # 141 x 2: 18 left, 6 ways (K / 2)
 
