@@ -286,7 +286,11 @@ class General(Candidate):
                         continue                     # tiles far wider than the matrix: pure padding
                     tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
                     max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
-                    tail = (TAIL_SPLIT,) if tail_split_pays(tiles, num_sms) and k_blocks >= 16 else ()
+                    # NOTES: a 128 x 128 tile's 64 KiB partial pays for its split from 32 K blocks
+                    # (768 x 4096 x 4096: 1.066x; 300 x 6400 x 2048, 16 blocks: 0.96x); swap-AB's
+                    # 4-16 KiB ones from 16 (bench/NOTES.md)
+                    tail = ((TAIL_SPLIT,) if tail_split_pays(tiles, num_sms)
+                            and k_blocks >= (16 if kind is SwapAB else 32) else ())
                     for splits in (1, 2, 3, 4, 6, 8, 12, 16) + tail:
                         if splits <= max_splits or splits == TAIL_SPLIT:
                             tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms, block_m), kind,
