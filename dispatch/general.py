@@ -117,19 +117,31 @@ def cost_us(rows: int, cols: int, k: int, block_n: int, splits: int, num_sms: in
     through the SM) and one SM's tensor cores, plus the split-K overheads (fixed, per split, and
     the partial tiles written and re-read)."""
     k_blocks = cdiv(k, BLOCK_K)
-    units = cdiv(rows, block_m) * cdiv(cols, block_n) * splits
-    waves = cdiv(units, num_sms)
-    kb_per_unit = cdiv(k_blocks, splits)
-    unit_bytes = kb_per_unit * (block_m + block_n) * BLOCK_K
-    unit_flops = kb_per_unit * 2.0 * block_m * block_n * BLOCK_K
+    tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
+    tail = splits == TAIL_SPLIT
+    if tail:
+        # whole waves of whole tiles, then the last wave's tiles split tail_split_count ways
+        splits = tail_split_count(tiles, k_blocks, num_sms)
+        waves_kb = tiles // num_sms * k_blocks + (cdiv(k_blocks, splits) if tiles % num_sms else 0)
+    else:
+        waves_kb = cdiv(tiles * splits, num_sms) * cdiv(k_blocks, splits)
+    waves = cdiv(waves_kb, cdiv(k_blocks, splits))
+    unit_bytes = (block_m + block_n) * BLOCK_K
+    unit_flops = 2.0 * block_m * block_n * BLOCK_K
     unique = (rows + cols) * k + 2 * rows * cols
     stream = SM_BYTES_PER_US if block_m == BLOCK_M else SM64_BYTES_PER_US
-    t = max(unique / HBM_BYTES_PER_US, waves * unit_bytes / stream, waves * unit_flops / SM_FLOPS_PER_US)
+    t = max(unique / HBM_BYTES_PER_US, waves_kb * unit_bytes / stream, waves_kb * unit_flops / SM_FLOPS_PER_US)
     if splits > 1:
         partial = min(rows, block_m) * min(block_n, cols) * 4
         t += SPLIT_FIXED_US + SPLIT_EACH_US * (splits - 1)
-        t += (waves * partial + 2 * splits * partial) / SM_BYTES_PER_US
+        t += ((1 if tail else waves) * partial + 2 * splits * partial) / SM_BYTES_PER_US
     return t
+
+
+def tail_split_pays(tiles: int, num_sms: int) -> bool:
+    """Whether TAIL_SPLIT has a last wave to even out: more than a wave of tiles, the last at most
+    half full (fuller, its tiles cannot split in two within the grid)."""
+    return tiles > num_sms and 0 < tiles % num_sms <= num_sms // 2
 
 
 def best_tiling(rows: int, cols: int, k: int, block_ns, num_sms: int, block_m: int = BLOCK_M):
@@ -154,8 +166,19 @@ def plain_group_m(desc: GemmDesc) -> int:
     return 1 if desc.m >= 1024 and (desc.n <= 4096 or desc.k <= 256) else 8
 
 
+TAIL_SPLIT = 0      # ``splits``: only the last wave's tiles split, as the grid fills (scheduler.cuh kTailSplit)
+
+
 def _splits(splits: int, k: int) -> int:
-    return max(1, min(splits, cdiv(k, BLOCK_K)))
+    return TAIL_SPLIT if splits == TAIL_SPLIT else max(1, min(splits, cdiv(k, BLOCK_K)))
+
+
+def tail_split_count(tiles: int, k_blocks: int, num_sms: int) -> int:
+    """The splits of each last-wave tile under TAIL_SPLIT (scheduler.cuh: TileScheduler, the same
+    rule): the tiles of whole waves run unsplit, the rest split as many ways as the grid then
+    fills, each split keeping >= 8 K blocks; 1 where the waves are whole."""
+    rest = tiles % num_sms
+    return 1 if rest == 0 else max(1, min(num_sms // rest, k_blocks // 8))
 
 
 @dataclass(frozen=True)
@@ -182,11 +205,12 @@ class General(Candidate):
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
-                and 1 <= self.splits <= MAX_SPLITS and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
+                and (1 <= self.splits <= MAX_SPLITS or self.splits == TAIL_SPLIT)
+                and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
                 and desc.shape_ok())
 
     def label(self) -> str:
-        return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
+        return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
                       swiglu: bool = False, scale_tma: int = 0) -> tuple:
@@ -294,8 +318,13 @@ class General(Candidate):
                         continue                     # tiles far wider than the matrix: pure padding
                     tiles = cdiv(rows, block_m) * cdiv(cols, block_n)
                     max_splits = max(split_count(tiles, k_blocks, num_sms), 1)
-                    for splits in (1, 2, 3, 4, 6, 8, 12, 16):
-                        if splits <= max_splits:
+                    # NOTES: a 128 x 128 tile's 64 KiB partial pays for its split from 32 K blocks
+                    # (768 x 4096 x 4096: 1.066x; 300 x 6400 x 2048, 16 blocks: 0.96x); swap-AB's
+                    # 4-16 KiB ones from 16 (bench/NOTES.md)
+                    tail = ((TAIL_SPLIT,) if tail_split_pays(tiles, num_sms)
+                            and k_blocks >= (16 if kind is SwapAB else 32) else ())
+                    for splits in (1, 2, 3, 4, 6, 8, 12, 16) + tail:
+                        if splits <= max_splits or splits == TAIL_SPLIT:
                             tilings.append((cost_us(rows, cols, desc.k, block_n, splits, num_sms, block_m), kind,
                                             block_n, splits, block_m))
         tilings.sort(key=lambda t: t[0])
@@ -343,7 +372,7 @@ class SwapAB(General):
         return self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and super().is_valid(desc)
 
     def label(self) -> str:
-        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} k{self.splits}"
+        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
 
     def template_args(self, out_dtype: str, fine: bool, grouped: bool) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped>"""
@@ -398,16 +427,23 @@ class SwapAB(General):
         return max_stages(block_n, 0)
 
 
+def _split_label(splits: int) -> str:
+    return "ktail" if splits == TAIL_SPLIT else f"k{splits}"
+
+
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
                      splits: int, gp, block_m: int = BLOCK_M, tail: tuple = ()) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
     a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
     gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused) +
-    ``tail`` (the general kernel: the As tensor map)."""
-    units = tiles * splits
+    ``tail`` (the general kernel: the As tensor map).
+    TAIL_SPLIT: a CTA on every SM (the kernel splits the last wave over the whole grid; grouped,
+    ``tiles`` is only a bound), a partial per CTA at most."""
+    sms = sm_count(p.device)
+    units = sms if splits == TAIL_SPLIT else tiles * splits
     if gp is None:
-        check_grid(units, f"M = {p.m}, N = {p.n}")
-    return Plan(p, kern, min(units, sm_count(p.device)), threads(block_m), smem, ldc,
+        check_grid(tiles * max(splits, 1), f"M = {p.m}, N = {p.n}")
+    return Plan(p, kern, min(units, sms), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
                 + group_args(gp) + NO_SWIGLU + tail,
                 tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n)

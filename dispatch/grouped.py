@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from .. import compiler, tma
 from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, gemm_args, sm_count, token_tiles
-from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, General, SwapAB, prefix_bytes,
-                      ring_smem_bytes, split_count, threads)
+from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
+                      prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
 
@@ -106,9 +106,13 @@ def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: f
         # to even out 1.5 waves measured slower (flash L1 / L2 at one token: 34.8 / 23.1 us
         # against 31.3 / 17.9 unsplit; bench/NOTES.md).
         splits = split_count(tiles, cdiv(k, BLOCK_K), num_sms)
+        # NOTES: one token of V4-Flash is 6 experts x 32 tiles, 1.45 waves: the last wave's tiles
+        # split in two (TAIL_SPLIT) finish the GEMM in 1.5 tile times instead of 2.
+        if splits == 1 and tail_split_pays(tiles, num_sms) and cdiv(k, BLOCK_K) >= 16:
+            splits = TAIL_SPLIT
         c = SwapAB(block_n, MAX_STAGES, 1, splits,
                    reason=f"grouped: swap-AB, token tile {block_n} (about {rows_per_group:.3g} rows per group), "
-                          f"splits={splits} for about {tiles} tiles")
+                          f"splits={'the last wave' if splits == TAIL_SPLIT else splits} for about {tiles} tiles")
     else:
         block_n = next((b for b in BLOCK_NS if b >= n), BLOCK_NS[-1])
         c = General(block_n, MAX_STAGES, 8, 1, reason=f"grouped: block_n={block_n}")

@@ -181,7 +181,7 @@ class Plan:
     the stream computed once per problem (plans.py caches plans per input signature): the loaded
     function, grid, block and shared memory, and a prebuilt argument block that starts as
     gemm_args. Built by each variant's ``plan`` (dispatch/); ``run`` fills in the output (its C
-    tensor map when ``tma_store``) and, with ``splits`` > 1, the stream's split-K workspace for
+    tensor map when ``tma_store``) and, with ``splits`` other than 1, the stream's split-K workspace for
     ``ws_floats`` partial sums and ``num_tiles`` counters."""
 
     def __init__(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, args: tuple,
@@ -200,7 +200,7 @@ class Plan:
     def run(self, out_ptr: int, stream_ptr: int) -> None:
         """Launch on ``stream_ptr`` writing C at ``out_ptr`` (row pitch as planned)."""
         ws = counters = 0
-        if self.splits > 1:
+        if self.splits != 1:              # K splits, or TAIL_SPLIT (dispatch/general.py)
             ws, counters = split_workspace(self.device, stream_ptr, self.ws_floats, self.num_tiles)
         with self._lock:              # one argument block per plan
             params = self.params

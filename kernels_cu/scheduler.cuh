@@ -4,23 +4,35 @@
 // ... Tiles are numbered in grouped order (kGroupM m-blocks share each n-block sweep, so CTAs
 // running together reuse B tiles in L2), and the splits of one tile are consecutive units, so they
 // run in the same wave and the last of them can reduce without waiting long.
+// Splits: every tile in S (splits >= 1), or (splits == kTailSplit) the tiles of the whole waves
+// unsplit and only the last, partial wave's tiles split, as many ways as the grid then fills
+// (gridDim.x / those tiles, each split keeping >= 8 K blocks: shorter ones cost more in partials
+// than they even out, bench/NOTES.md): 192 tiles on 132 CTAs run as 132
+// whole tiles, then 60 tiles in halves: 1.5 tile times instead of 2. Computed on the device (the
+// grouped modes know their tile count only there), with two divisions only this mode pays.
 #pragma once
 #include "common/types.cuh"
 
 namespace fp8gemm {
 
+constexpr uint32_t kTailSplit = 0;   // the ``splits`` that splits only the last wave's tiles (above)
+
 struct WorkUnit {
-    uint32_t tile_idx;   // linear tile index (for the split-K workspace)
+    uint32_t tile_idx;   // linear tile index (for the split-K counters)
     uint32_t m_block;
     uint32_t n_block;
     uint32_t split_idx;
+    uint32_t num_splits; // this tile's splits (1: unsplit)
+    uint32_t ws_slot;    // the split-K workspace slot of the tile's split 0 (its partials follow)
     uint32_t kb_begin;   // first 128-wide K block of this split
     uint32_t kb_end;     // one past the last (kb_begin == kb_end: an empty split)
 };
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kGroupM>
 struct TileScheduler {
-    uint32_t num_m_blocks, num_n_blocks, num_tiles, num_splits, num_units;
+    uint32_t num_m_blocks, num_n_blocks, num_tiles, num_units;
+    uint32_t dp_tiles;      // tiles 0 .. dp_tiles - 1 run unsplit (kTailSplit's whole waves; else 0)
+    uint32_t num_splits;    // the splits of every tile from dp_tiles on
     uint32_t num_k_blocks, kb_per_split;
 
     TileScheduler() = default;
@@ -32,20 +44,32 @@ struct TileScheduler {
         num_m_blocks = (M + BLOCK_M - 1) / BLOCK_M;
         num_n_blocks = (N + BLOCK_N - 1) / BLOCK_N;
         num_tiles = num_m_blocks * num_n_blocks;
-        num_splits = splits;
-        num_units = num_tiles * splits;
         num_k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
+        dp_tiles = 0;
+        if (splits == kTailSplit) {
+            dp_tiles = num_tiles / gridDim.x * gridDim.x;
+            const uint32_t rest = num_tiles - dp_tiles;
+            splits = rest == 0 ? 1u : max(1u, min(gridDim.x / rest, num_k_blocks / 8));
+        }
+        num_splits = splits;
+        num_units = dp_tiles + (num_tiles - dp_tiles) * splits;
         kb_per_split = splits == 1 ? num_k_blocks : (num_k_blocks + splits - 1) / splits;
     }
 
     __device__ __forceinline__ WorkUnit unit(uint32_t u) const {
         WorkUnit w;
-        if (num_splits == 1) {
+        if (num_splits == 1 || u < dp_tiles) {
             w.tile_idx = u;
             w.split_idx = 0;
+            w.num_splits = 1;
+            w.ws_slot = 0;
         } else {
-            w.tile_idx = u / num_splits;
-            w.split_idx = u - w.tile_idx * num_splits;
+            const uint32_t v = u - dp_tiles;
+            const uint32_t tail_tile = v / num_splits;
+            w.tile_idx = dp_tiles + tail_tile;
+            w.split_idx = v - tail_tile * num_splits;
+            w.num_splits = num_splits;
+            w.ws_slot = tail_tile * num_splits;      // uniform splits: tile_idx * num_splits
         }
         // Grouped rasterization of the tile index: kGroupM m-blocks per group (fewer in the last).
         const uint32_t tiles_per_group = kGroupM * num_n_blocks;
@@ -60,8 +84,9 @@ struct TileScheduler {
             w.m_block = first_m_block + idx_in_group % group_m;
             w.n_block = idx_in_group / group_m;
         }
-        w.kb_begin = min(w.split_idx * kb_per_split, num_k_blocks);
-        w.kb_end = min(w.kb_begin + kb_per_split, num_k_blocks);
+        const uint32_t kb_per = w.num_splits == 1 ? num_k_blocks : kb_per_split;
+        w.kb_begin = min(w.split_idx * kb_per, num_k_blocks);
+        w.kb_end = min(w.kb_begin + kb_per, num_k_blocks);
         return w;
     }
 };

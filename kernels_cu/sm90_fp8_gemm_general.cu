@@ -53,7 +53,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                              void* __restrict__ out, int64_t ldc,
                              uint32_t M, uint32_t N, uint32_t K,
-                             uint32_t num_splits,                      // K splits per tile (1: none)
+                             uint32_t num_splits,                      // K splits per tile (1: none; kTailSplit: the last wave's, scheduler.cuh)
                              float* __restrict__ workspace,            // [tiles][splits][BLOCK_M*BLOCK_N] if split
                              uint32_t* __restrict__ tile_counters,     // [tiles], zero between launches
                              // kGrouped (MoE, scheduler.cuh): offsets [G + 1] (group_rows == 0) or
@@ -176,7 +176,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // and took 24% longer (bench/NOTES.md); groups of one tile have no sibling
             // (48 rows per expert: 6% faster).
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
-            if (num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
+            if (w.num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
                 pass_stages<kOrderedIssue>(w.kb_begin, w.kb_end, pipe, smem.full_bar, smem.empty_bar, lane_idx,
                                            CtaShape::kOrderBarrier, kNumConsumerThreads);
                 continue;
@@ -360,13 +360,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
 
             // ---- split-K: publish this split's partial; the last split of the tile reduces ----
-            if (!kSwiGLU && num_splits > 1) {
+            if (!kSwiGLU && w.num_splits > 1) {
                 const bool has_rows = row0 < M;
                 split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
-                                                                        w.split_idx, num_splits, has_rows, consumer_tid,
-                                                                        last_split_flag, kConsumerBarrier);
+                                                                        w.ws_slot, w.split_idx, w.num_splits, has_rows,
+                                                                        consumer_tid, last_split_flag, kConsumerBarrier);
                 if (*last_split_flag == 0) continue;             // another split finishes the tile
-                split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.tile_idx, num_splits, has_rows,
+                split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.ws_slot, w.num_splits, has_rows,
                                                                     consumer_tid);
             }
 

@@ -34,7 +34,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                              void* __restrict__ out, int64_t ldc,
                              uint32_t M, uint32_t N, uint32_t K,
-                             uint32_t num_splits,                      // K splits per tile (1: none)
+                             uint32_t num_splits,                      // K splits per tile (1: none; kTailSplit: the last wave's, scheduler.cuh)
                              float* __restrict__ workspace,            // [tiles][splits][BLOCK_M*BLOCK_N] if split
                              uint32_t* __restrict__ tile_counters,     // [tiles], zero between launches
                              const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
@@ -150,13 +150,13 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // ---- split-K: publish this split's partial; the last split of the tile reduces ----
             // A thread whose values all lie past N or whose first column is past the tokens holds
             // nothing that is ever stored.
-            if (num_splits > 1) {
+            if (w.num_splits > 1) {
                 const bool has_rows = row0 < N && col0 < col_limit;
                 split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
-                                                                        w.split_idx, num_splits, has_rows, consumer_tid,
-                                                                        last_split_flag, kConsumerBarrier);
+                                                                        w.ws_slot, w.split_idx, w.num_splits, has_rows,
+                                                                        consumer_tid, last_split_flag, kConsumerBarrier);
                 if (*last_split_flag == 0) continue;             // another split finishes the tile
-                split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.tile_idx, num_splits, has_rows,
+                split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.ws_slot, w.num_splits, has_rows,
                                                                     consumer_tid);
             }
             store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, col_limit, N, row0, col0);

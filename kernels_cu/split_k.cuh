@@ -12,17 +12,19 @@
 namespace fp8gemm {
 
 /// For every consumer thread of a CTA (kConsumerThreads of them, synchronized on named barrier
-/// ``barrier``): publish this split's partial ``total`` of tile ``tile_idx`` and count the split
-/// in; afterwards ``*last_split_flag`` says whether this CTA ran the tile's last split (then
+/// ``barrier``): publish this split's partial ``total`` of tile ``tile_idx`` into workspace slot
+/// ``ws_slot + split_idx`` (WorkUnit: the tile's partials lie in consecutive slots) and count the
+/// split in; afterwards ``*last_split_flag`` says whether this CTA ran the tile's last split (then
 /// split_k_sum gathers the tile). ``has_rows``: whether any of this thread's values is ever stored
 /// (a thread that holds none skips the workspace entirely: swap-AB at M = 1, 64 of 256 threads).
 /// Workspace layout [tile][split][j][consumer thread][4]: coalesced float4 per j.
 template <uint32_t kTileFloats, uint32_t kConsumerThreads, int kNumAccum>
 __device__ __forceinline__ void split_k_publish(const float (&total)[kNumAccum], float* workspace,
-                                                uint32_t* tile_counters, uint32_t tile_idx, uint32_t split_idx,
-                                                uint32_t num_splits, bool has_rows, uint32_t consumer_tid,
-                                                volatile uint32_t* last_split_flag, uint32_t barrier) {
-    float* mine = workspace + (static_cast<int64_t>(tile_idx) * num_splits + split_idx) * kTileFloats;
+                                                uint32_t* tile_counters, uint32_t tile_idx, uint32_t ws_slot,
+                                                uint32_t split_idx, uint32_t num_splits, bool has_rows,
+                                                uint32_t consumer_tid, volatile uint32_t* last_split_flag,
+                                                uint32_t barrier) {
+    float* mine = workspace + (static_cast<int64_t>(ws_slot) + split_idx) * kTileFloats;
     if (has_rows) {
 #pragma unroll
         for (int j = 0; j < kNumAccum / 4; ++j) {
@@ -46,11 +48,11 @@ __device__ __forceinline__ void split_k_publish(const float (&total)[kNumAccum],
 }
 
 /// For every consumer thread of the CTA that ran a tile's last split: ``total`` = the sum of the
-/// tile's partials, in split order.
+/// tile's partials (slots ws_slot ..), in split order.
 template <uint32_t kTileFloats, uint32_t kConsumerThreads, int kNumAccum>
-__device__ __forceinline__ void split_k_sum(float (&total)[kNumAccum], const float* workspace, uint32_t tile_idx,
+__device__ __forceinline__ void split_k_sum(float (&total)[kNumAccum], const float* workspace, uint32_t ws_slot,
                                             uint32_t num_splits, bool has_rows, uint32_t consumer_tid) {
-    const float* tile_ws = workspace + static_cast<int64_t>(tile_idx) * num_splits * kTileFloats;
+    const float* tile_ws = workspace + static_cast<int64_t>(ws_slot) * kTileFloats;
 #pragma unroll
     for (int i = 0; i < kNumAccum; ++i) total[i] = 0.0f;
     // The splits' partials in chunks of kChunk: every (predicated) load of a chunk is issued before

@@ -392,3 +392,20 @@ def test_moe_fuses_by_default_where_it_measured_faster():
     assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(2048)
     assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(512, fused=False)
     assert "L1 + SwiGLU (fused)" in fp8gemm.explain_moe(2048, fused=True)
+
+
+def test_tail_split_rules():
+    """The host's view of TAIL_SPLIT matches the kernel's partition rule: whole waves unsplit, the
+    rest split min(SMs / rest, K blocks / 8) ways; it pays only with a last wave at most half full."""
+    from fp8gemm.dispatch import general as g
+    from fp8gemm.dispatch import grouped
+    assert g.tail_split_count(192, 32, 132) == 2 and g.tail_split_count(150, 16, 132) == 2
+    assert g.tail_split_count(288, 56, 132) == 5 and g.tail_split_count(264, 32, 132) == 1
+    assert g.tail_split_count(200, 64, 132) == 1 and g.tail_split_count(60, 4, 132) == 1   # K blocks / 8 caps it
+    assert g.tail_split_pays(192, 132) and not g.tail_split_pays(200, 132) and not g.tail_split_pays(100, 132)
+    assert General(128, 4, 8, 0).is_valid(GemmDesc(768, 4096, 4096, "bfloat16"))
+    assert "ktail" in General(128, 4, 8, 0).label() and "ktail" in SwapAB(8, 6, 1, 0).label()
+    # one token of V4-Flash: 6 experts x 32 weight tiles, 1.45 waves -> the grouped decode tile splits the last wave
+    c = grouped.candidate(4096, 4096, "float32", 256, 2.0, 6, 132, False)
+    assert type(c) is SwapAB and c.splits == g.TAIL_SPLIT
+    assert grouped.candidate(4096, 4096, "float32", 256, 2.0, 12, 132, False).splits == 1     # 384 tiles

@@ -12,6 +12,7 @@ from test_matmul_general import CALC_DIFF_TOL, TOL
 import fp8gemm
 from fp8gemm import moe_reference, reference
 from fp8gemm.dispatch import General, SwapAB
+from fp8gemm.dispatch.general import TAIL_SPLIT
 
 pytestmark = pytest.mark.gpu
 
@@ -255,6 +256,12 @@ def test_contiguous_decode_swap(sizes, n, k, out_dtype):
     a, sa, b, sb, offsets = contiguous_case(rows, n, k, seed=n + k + p)
     got = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
     check_rows(to_cupy_f64(got), reference_contiguous(a, sa, b, sb, offsets), out_dtype)
+    if cand.splits == TAIL_SPLIT:
+        # the last wave's split depends on every group's tiles: no per-group matmul has the same
+        # partition, so the result is checked for run-to-run equality instead
+        again = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype=out_dtype)
+        assert bool((again.view(cupy.uint8) == got.view(cupy.uint8)).all())
+        return
     config = SwapAB(block_n=cand.block_n, stages=4, group_m=1, splits=cand.splits)
     off = offsets.get()
     for g in range(len(rows)):

@@ -521,3 +521,31 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg):
     base = results["k-major"]
     for layout, got in results.items():
         assert bool((got == base).all()), f"{layout} differs from the K-major result"
+
+
+# TAIL_SPLIT (scheduler.cuh kTailSplit): whole waves unsplit, the last wave's tiles split as the
+# grid fills, each split >= 8 K blocks. Shapes by tile count on 132 SMs: 192 (1.45 waves: halves),
+# 150 (the rest in halves: K caps it), 200 (68 left over: more than half a wave, so nothing
+# splits), 60 (under a wave, K too short to split), with K tails.
+TAIL_CASES = [((6 * 128, 4096, 4096 + 16), General(128, 4, 8, 0)),       # 192 tiles of 128 x 128
+              ((300, 6400, 2048), General(128, 4, 8, 0)),                # 3 x 50 = 150 tiles
+              ((200, 6400, 1040), General(64, 6, 8, 0)),                 # 2 x 100 = 200
+              ((130, 1920, 512), General(64, 6, 8, 0)),                  # 2 x 30 = 60, 4 K blocks
+              ((130, 1920, 2048 + 16), General(64, 6, 8, 0)),            # 60 tiles in halves
+              ((5, 24576, 4096), SwapAB(8, 6, 1, 0)),                    # 192 weight tiles, 5 tokens
+              ((40, 18000, 1536 + 32), SwapAB(32, 6, 1, 0))]             # 141 x 2: 18 left, 6 ways (K / 2)
+
+
+@pytest.mark.parametrize("shape,cfg", TAIL_CASES, ids=lambda v: v.label() if hasattr(v, "label") else str(v))
+def test_tail_split(shape, cfg):
+    """The last wave's tiles split over the grid: within the reference bound for every output
+    type (FP32 through its fine promotion), bitwise reproducible, inside NaN-poisoned buffers."""
+    import cupy
+    m, n, k = shape
+    case = random_case(m, n, k, seed=m + n // 7 + k)
+    for out_dtype in ("bfloat16", "float32"):
+        first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        check(first, case, out_dtype)
+        again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        assert bool((cupy.asarray(again).view(cupy.uint8) == cupy.asarray(first).view(cupy.uint8)).all())
+    check_poisoned(case, 24, "bfloat16", cfg)

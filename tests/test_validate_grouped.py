@@ -100,11 +100,14 @@ def test_grouped_limits_agree():
 
 
 def test_decode_takes_swap_ab_and_splits_only_when_sms_would_idle():
-    """One row per group: swap-AB on 8-wide token tiles. 6 experts x 32 weight tiles fill the SMs
-    (no split); 3 experts x 16 tiles leave most idle: K splits. Many rows per group (prefill) or
-    none known keep 128-row token tiles."""
+    """One row per group: swap-AB on 8-wide token tiles. 6 experts x 32 weight tiles are 1.45
+    waves: only the last wave's tiles split (TAIL_SPLIT); 3 experts x 16 tiles leave most idle: K
+    splits. Many rows per group (prefill) or none known keep 128-row token tiles."""
+    from fp8gemm.dispatch.general import TAIL_SPLIT
     c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=1, active_groups=6, num_sms=132)
-    assert c == SwapAB(8, 6, 1, 1)
+    assert c == SwapAB(8, 6, 1, TAIL_SPLIT)
+    c = grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=1, active_groups=8, num_sms=132)
+    assert c == SwapAB(8, 6, 1, 1)             # 256 tiles: a last wave nearly full, nothing to even out
     c = grouped_candidate(2048, 4096, "bfloat16", 256, rows_per_group=1, active_groups=3, num_sms=132)
     assert (type(c), c.block_n, c.splits) == (SwapAB, 8, 2)
     assert grouped_candidate(4096, 4096, "bfloat16", 256, rows_per_group=12, active_groups=255).block_n == 16
