@@ -221,10 +221,16 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];
                     float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f, pbvu = 0.0f;   // raw scales of the pending block
+                    // NOTES: the lean forms (barriers by 32-bit address, a predicated arrival,
+                    // next-block scale loads behind a branch) win 2-11% on 64 x 64 and wider 64-row
+                    // tiles and with the As slots, and cost 1-4% on 128-row and 64 x 32 tiles
+                    // with As by loads, where the older forms stay (bench/NOTES.md).
+                    constexpr bool kLean = (kConsumers == 1 && BLOCK_N >= 64) || kScaleTma != kScaleLoads;
                     const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);
                     const auto issue = [&](float (&acc)[Mma::kNumAccum]) {
                         const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                        mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                        if constexpr (kLean) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                        else mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                         if (kOrderedIssue && math_wg == 0)
@@ -245,7 +251,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         wgmma_wait<0>();
                         wgmma_fence_operands(acc);
                         __syncwarp();
-                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                        if constexpr (kLean) mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);
                         ++pipe;
                     };
                     const auto promote = [&](float (&acc)[Mma::kNumAccum]) {
@@ -272,15 +279,24 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
-                        // The pointers step past the unit's last block; nothing is read there.
-                        if constexpr (!kSlotsA) {
-                            pa0 += sa_stride_k;
-                            pa1 += sa_stride_k;
-                        }
-                        if constexpr (!kSlotsB) pb += sb_stride_k;
-                        if (kb + 1 < w.kb_end) {
-                            if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
-                            if constexpr (!kSlotsB) b0 = *pb;
+                        if constexpr (kLean) {
+                            // The pointers step past the unit's last block; nothing is read there.
+                            if constexpr (!kSlotsA) {
+                                pa0 += sa_stride_k;
+                                pa1 += sa_stride_k;
+                            }
+                            if constexpr (!kSlotsB) pb += sb_stride_k;
+                            if (kb + 1 < w.kb_end) {
+                                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                                if constexpr (!kSlotsB) b0 = *pb;
+                            }
+                        } else {
+                            // The last block re-reads its own scales: loads with no branch.
+                            const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                            pa0 += step * sa_stride_k;
+                            pa1 += step * sa_stride_k;
+                            pb += step * sb_stride_k;
+                            a0 = *pa0; a1 = *pa1; b0 = *pb;
                         }
                     };
                     uint32_t kb = w.kb_begin;

@@ -195,19 +195,24 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             // (before that prefix, unrolled it spilled 40 bytes, so it ran rolled).
 #pragma unroll 2
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                // Next block's scales; the pointers step past the unit's last block, unread there.
-                if constexpr (!kSlotsA) {
-                    pa0 += sa_stride_k;
-                    pa1 += sa_stride_k;
-                }
-                pb += sb_stride_k;
+                // Next block's scales. NOTES: with the As slots, the pointer steps past the unit's
+                // last block (unread there) and the barriers go by 32-bit address, as in the
+                // general kernel's lean forms; with As by loads those cost 1% here, so the
+                // older forms stay (bench/NOTES.md).
                 float na0 = a0, na1 = a1, nb0 = b0;
-                if (kb + 1 < w.kb_end) {
-                    if constexpr (!kSlotsA) { na0 = *pa0; na1 = *pa1; }
-                    nb0 = *pb;
+                if constexpr (kSlotsA) {
+                    pb += sb_stride_k;
+                    if (kb + 1 < w.kb_end) nb0 = *pb;
+                } else {
+                    const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                    pa0 += step * sa_stride_k;
+                    pa1 += step * sa_stride_k;
+                    pb += step * sb_stride_k;
+                    na0 = *pa0; na1 = *pa1; nb0 = *pb;
                 }
                 const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                if constexpr (kSlotsA) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                else mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
                 if constexpr (kSlotsA) {            // this block's, read before the stage is released
                     a0 = smem.hold[stage * BLOCK_M + row_in_tile];
                     a1 = smem.hold[stage * BLOCK_M + row_in_tile + 8];
@@ -226,7 +231,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                 wgmma_wait<0>();
                 wgmma_fence_operands(accum);
                 __syncwarp();
-                mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                if constexpr (kSlotsA) mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                else if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
                 a0 = na0;
