@@ -51,18 +51,8 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(Mbarrier* bar, uint32_
                  ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
-/// mbarrier.try_wait.parity in a loop: block until the phase with `parity` has completed.
-__device__ __forceinline__ void mbarrier_wait_parity(Mbarrier* bar, uint32_t parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n"
-        "}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-
-/// mbarrier_wait_parity on a barrier given by its shared-window address.
+/// mbarrier.try_wait.parity in a loop: block until the phase with `parity` has completed, on a
+/// barrier given by its shared-window address (smem_addr).
 __device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n"
@@ -71,6 +61,10 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t pari
         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
         "@!done bra WAIT_%=;\n"
         "}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity(Mbarrier* bar, uint32_t parity) {
+    mbarrier_wait_parity(smem_addr(bar), parity);
 }
 
 }  // namespace fp8gemm
