@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--quick", action="store_true", help="a 20-shape representative subset")
     p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     p.add_argument("--variant", help="force one fp8gemm kernel variant (see fp8gemm.dispatch.variants())")
+    p.add_argument("--a-scale", default="k-major", choices=("k-major", "m-major"),
+                   help="the A scales fp8gemm gets: row-major (quantize_per_token_group's default) or M-major "
+                        "with 16-byte aligned columns (its m_major_scales=True), made outside the timing")
     p.add_argument("--peers", type=_peer_list, default=list(PEERS),
                    help=f"comma-separated peers to include (default: {','.join(PEERS)}; 'none' for none)")
     p.add_argument("--iters", type=int, default=20, help="timed calls per kernel (median; >= 5)")
@@ -311,6 +314,20 @@ def host_floor(out_dtype: str) -> dict:
                       "cupy.ndarray of the output + CuPy's Cython cuLaunchKernel of the same prebuilt plan"}
 
 
+def m_major_copy(sa):
+    """A torch [M, Kb] scale tensor copied into the M-major layout of
+    quantize_per_token_group(m_major_scales=True): columns m_major_ld(M) apart, 16-byte aligned."""
+    import torch
+
+    from fp8gemm.quantize import m_major_ld
+
+    m, kb = sa.shape
+    ld = m_major_ld(m)
+    buf = torch.zeros((kb, ld), dtype=sa.dtype, device=sa.device)
+    buf[:, :m] = sa.t()
+    return torch.as_strided(buf, (m, kb), (1, ld))
+
+
 def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, crashed=None):
     """Time one shape: ours, then every available peer. Returns a report.Row. ``host_us``: the
     host phase's results, if it ran; ``crashed``: {peer: {(m, n, k): reason}} of the calls that
@@ -339,8 +356,10 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     row.variant = cand.variant
     ref = None if args.no_check else case.reference(cupy)
 
+    sa = x.sa if getattr(args, "a_scale", "k-major") == "k-major" else m_major_copy(x.sa)
+
     def ours():
-        return fp8gemm.matmul(x.a, x.b, x.sa, x.sb, out_dtype=args.out_dtype, config=cand)
+        return fp8gemm.matmul(x.a, x.b, sa, x.sb, out_dtype=args.out_dtype, config=cand)
 
     fns = {"ours": ours}
     out = ours()
@@ -460,15 +479,15 @@ def main(argv=None) -> int:
           f"{floor['floor_us']:.1f} us is the output allocation + launch alone")
     print(f"\n{len(rows)} shapes in {time.time() - t0:.0f} s; timing: L2-cold (256 MiB read flush), "
           f"CUPTI device time, median of {args.iters}")
-    print("each peer is called in its own preferred layout, made outside the timing (DeepGEMM: MN-major A "
-          "scales; cuBLASLt: M-major A scales, B scales padded to 4 K blocks)")
+    print(f"each contender is called in its own preferred layout, made outside the timing (fp8gemm: {args.a_scale} "
+          "A scales; DeepGEMM: MN-major A scales; cuBLASLt: M-major A scales, B scales padded to 4 K blocks)")
     meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
             "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
                                  "each call, sum of all device activities per call", "iters": args.iters,
                        "statistic": "median"},
             "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype, "host_floor": floor,
-            **provenance(), "environment": environment()}
+            "a_scale_layout": args.a_scale, **provenance(), "environment": environment()}
     if warm_report:
         meta["peer_warm"] = warm_report
     if args.csv:

@@ -31,6 +31,9 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
+SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B = 0, 1, 2   # kScaleTma bits (general_tiles.cuh ScaleSource)
+B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
+NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),) * 2   # the general kernel's last arguments, unused
 
 
 def threads(block_m: int) -> int:
@@ -57,6 +60,26 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
     free = MAX_SMEM_PER_BLOCK - 1024 - 16 - staging
     cap = MAX_STAGES if block_m == BLOCK_M else MAX_STAGES_64
     return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
+
+
+def scale_source(p, cand: General):
+    """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): an M-major
+    As (SCALE_SLOTS_A: at least a tile of rows, 16-byte aligned base and stride) goes by TMA into a
+    slot of each stage, box {block_m rows, 1 K block}, where the slot fits beside the
+    configuration's stages; Bs stays a load. NOTES: the As loads are the scale path's whole cost
+    on 128 x 128 tiles (4096^3: 112.9 us, 103.3 without them, 113.6 without the Bs load), while
+    a Bs box per stage cost the producer 5-14% (bench/NOTES.md); a K-major As has no box TMA can
+    fill per stage (16 bytes of each tile row), so it keeps the loads."""
+    none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
+    if p.out_dtype == "float32":
+        return none
+    kb = cdiv(p.k, BLOCK_K)
+    a_ok = (p.sa_ptr % 16 == 0 and p.sa_stride_m == 1 and p.m >= cand.block_m and (p.sa_stride_k * 4) % 16 == 0)
+    if a_ok and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
+        return (SCALE_SLOTS_A, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE),
+                tma.ZERO_DESCRIPTOR)
+    return none
+
 
 
 def ring64_stages(block_n: int, most: int) -> int:
@@ -172,9 +195,13 @@ class General(Candidate):
     splits: int = 1
     block_m: int = BLOCK_M
 
-    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
+    def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: int = SCALE_LOADS) -> int:
+        """The ring, the TMA-store staging and the scale slots of ``scale_slots`` (a kScaleTma
+        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage."""
+        slots = (self.block_m * 4 if scale_slots & SCALE_SLOTS_A else 0) + \
+            (B_SLOT_BYTES if scale_slots & SCALE_SLOTS_B else 0)
         return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
-                               self.block_m)
+                               self.block_m) + self.stages * slots
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
@@ -186,11 +213,13 @@ class General(Candidate):
         return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
-                      swiglu: bool = False) -> tuple:
+                      swiglu: bool = False, scale_tma: int = 0) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU
-        [, kConsumers]]> (the defaulted ones named only when they differ: 64-row tiles name all)."""
+        [, kConsumers[, kScaleTma]]]> (the defaulted ones named only when they differ)."""
         head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[tma_store],
                 FLAG[grouped])
+        if scale_tma:
+            return head + (FLAG[swiglu], self.block_m // 64, scale_tma)
         if self.block_m != BLOCK_M:
             return head + (FLAG[swiglu], self.block_m // 64)
         return head + (("true",) if swiglu else ())
@@ -200,14 +229,16 @@ class General(Candidate):
         accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
-        smem = self.smem_bytes(p.out_dtype)
+        source, tmap_sa, tmap_sb = scale_source(p, self)
+        smem = self.smem_bytes(p.out_dtype, source)
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.out_dtype, p.out_dtype == "float32", store, False), smem)
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
+                                                      scale_tma=source), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,
                                 cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n), self.block_n,
-                                _splits(self.splits, p.k), None, self.block_m)
+                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa), ("desc", tmap_sb)))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
         return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
@@ -229,7 +260,8 @@ class General(Candidate):
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
         return _persistent_plan(p, kern, self.grouped_smem_bytes(p.out_dtype, gp.num_groups), ldc, tmap_a, tmap_b,
-                                store, tiles, self.block_n, _splits(self.splits, p.k), gp)
+                                store, tiles, self.block_n, _splits(self.splits, p.k), gp,
+                                tail=NO_SCALE_MAP)
 
     @classmethod
     def fallback_block_ns(cls, desc: GemmDesc) -> tuple:
@@ -400,10 +432,11 @@ def _split_label(splits: int) -> str:
 
 
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
-                     splits: int, gp, block_m: int = BLOCK_M) -> Plan:
+                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = ()) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
     a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
-    gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused).
+    gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused) +
+    ``tail`` (the general kernel: the As tensor map).
     TAIL_SPLIT: a CTA on every SM (the kernel splits the last wave over the whole grid; grouped,
     ``tiles`` is only a bound), a partial per CTA at most."""
     sms = sm_count(p.device)
@@ -412,5 +445,5 @@ def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bo
         check_grid(tiles * max(splits, 1), f"M = {p.m}, N = {p.n}")
     return Plan(p, kern, min(units, sms), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
-                + group_args(gp) + NO_SWIGLU,
+                + group_args(gp) + NO_SWIGLU + tail,
                 tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from .. import compiler, tma
 from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, gemm_args, sm_count, token_tiles
-from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB, prefix_bytes,
-                      ring_smem_bytes, split_count, tail_split_pays, threads)
+from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
+                      prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
 
@@ -175,7 +175,7 @@ class SwiGLU(Candidate):
                     gemm_args(tmap_a, tmap_b, act, inter) + (
                         ("u32", p.k), ("u32", 1), ("u64", 0), ("u64", 0),
                         ("u64", gp.groups_ptr), ("u32", gp.num_groups), ("u32", 0), ("i64", gp.sb_stride_g),
-                        ("u64", act_scale_ptr), ("f32", limit)),
+                        ("u64", act_scale_ptr), ("f32", limit)) + NO_SCALE_MAP,
                     num_tiles=tiles)
 
 

@@ -52,8 +52,11 @@ class Wg3(Candidate):
     def ring_bytes(self) -> int:
         return 1024 + self.stages * (BLOCK_M + self.block_n) * BLOCK_K + BARRIER_BYTES * self.stages
 
-    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        return self.ring_bytes() + staging_bytes(self.block_n, out_dtype) * 3 // 2   # three warpgroups' staging
+    def smem_bytes(self, out_dtype: str = "bfloat16", slots_a: bool = False) -> int:
+        """The ring, three warpgroups' TMA-store staging and (``slots_a``) a stage's As slot of
+        a float per tile row."""
+        return (self.ring_bytes() + staging_bytes(self.block_n, out_dtype) * 3 // 2
+                + (self.stages * BLOCK_M * 4 if slots_a else 0))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
         """The grouped mode stores directly: no staging."""
@@ -67,11 +70,20 @@ class Wg3(Candidate):
     def label(self) -> str:
         return f"wg3 {BLOCK_M}x{self.block_n} s{self.stages} g{self.group_m}"
 
-    def template_args(self, out_dtype: str, tma_store: bool, grouped: bool) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped]> (kGrouped named only
-        when set)."""
-        return ((self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[tma_store])
-                + (("true",) if grouped else ()))
+    def template_args(self, out_dtype: str, tma_store: bool, grouped: bool, slots_a: bool = False) -> tuple:
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kSlotsA]]> (the
+        defaulted ones named only when set)."""
+        head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[tma_store])
+        if slots_a:
+            return head + (FLAG[grouped], "true")
+        return head + (("true",) if grouped else ())
+
+    def as_slots(self, p) -> bool:
+        """Whether the plain mode reads As from stage slots filled by TMA: an M-major As with a
+        16-byte aligned base and column stride, at least a tile of rows, and room for the slots
+        (general.scale_source's rule, NOTES there)."""
+        return (p.sa_stride_m == 1 and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0 and p.m >= BLOCK_M
+                and self.smem_bytes(p.out_dtype, True) <= MAX_SMEM_PER_BLOCK)
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         return self._plan(p, ldc, out_aligned, None)
@@ -84,15 +96,19 @@ class Wg3(Candidate):
 
     def _plan(self, p, ldc: int, out_aligned: bool, gp) -> Plan:
         store = gp is None and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
-        smem = self.smem_bytes(p.out_dtype) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
-        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, store, gp is not None),
+        slots = gp is None and self.as_slots(p)
+        smem = self.smem_bytes(p.out_dtype, slots) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.out_dtype, store, gp is not None, slots),
                                    smem if gp is None else MAX_SMEM_PER_BLOCK)
+        tmap_sa = (tma.encode_2d(p.sa_ptr, cdiv(p.k, BLOCK_K), p.m, p.sa_stride_k * 4, 1, BLOCK_M, 4, tma.SWIZZLE_NONE)
+                   if slots else tma.ZERO_DESCRIPTOR)
         weights = p.n * (gp.num_groups if gp is not None else 1)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, weights, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
         return Plan(p, kern, min(tiles, sm_count(p.device)), THREADS, smem, ldc,
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),) + group_args(gp),
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),) + group_args(gp) + (("desc", tmap_sa),),
                     tma_store=store, num_tiles=tiles)
 
     @staticmethod

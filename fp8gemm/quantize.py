@@ -6,7 +6,9 @@ GPU arrays (CuPy, PyTorch, JAX) run kernels_cu/quantize_per_token_group.cu or
 quantize_per_block.cu on the caller's stream and come back in the caller's framework
 (torch.float8_e4m3fn, JAX float8_e4m3fn, CuPy uint8 bytes); NumPy arrays run the host quantizers
 (fp8gemm/host_quant.py). Both compute the same values bit for bit (tested), and the scales come
-out row-major, the layout the GEMMs read in place.
+out row-major, the layout the GEMMs read in place, or for activations, on request, M-major with
+16-byte aligned columns (``m_major_scales=True``: the layout DeepGEMM takes, and the one the GEMM
+kernels can fetch by TMA per K block).
 """
 from __future__ import annotations
 
@@ -49,13 +51,46 @@ def _gpu_input(x, name: str, framework: str, stream_for):
     return t
 
 
-def _quantized(framework, stream_for, t, s_shape, launch_fn, eps):
+def m_major_ld(rows: int) -> int:
+    """The column stride (elements) of M-major scales for ``rows`` rows: a multiple of 4, so that
+    every column starts 16-byte aligned (what a TMA map needs), at least 4."""
+    return max(4, -(-rows // 4) * 4)
+
+
+def m_major_strides(s_shape: tuple, ld: int) -> tuple:
+    """Element strides of scales ``s_shape`` = [..., G] stored M-major: the leading dimensions as
+    one row index of unit stride, the group index ``ld`` apart."""
+    strides, step = [], 1
+    for d in reversed(s_shape[:-1]):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides)) + (ld,)
+
+
+def _m_major_view(framework: str, buf, s_shape: tuple, ld: int):
+    """The [G, ld] buffer ``buf`` seen as scales [..., G] (m_major_strides)."""
+    strides = m_major_strides(s_shape, ld)
+    if framework == TORCH:
+        import torch
+
+        return torch.as_strided(buf, s_shape, strides)
+    from cupy.lib.stride_tricks import as_strided
+
+    return as_strided(buf, s_shape, tuple(4 * st for st in strides))
+
+
+def _quantized(framework, stream_for, t, s_shape, launch_fn, eps, m_major: bool = False):
     """Codes shaped like ``t`` and scales ``s_shape`` in the caller's framework, written by
-    ``launch_fn`` (launch_per_token_group / launch_per_block) on the caller's stream."""
+    ``launch_fn`` (launch_per_token_group / launch_per_block) on the caller's stream; ``m_major``:
+    the scales M-major (m_major_ld)."""
     q_shape = tuple(t.shape)
     q, q_ptr = output.allocate(framework, q_shape, "float8_e4m3fn", t.device)
-    s, s_ptr = output.allocate(framework, s_shape, "float32", t.device)
+    ld = m_major_ld(math.prod(s_shape[:-1])) if m_major else 0
+    s, s_ptr = output.allocate(framework, (s_shape[-1], ld) if m_major else s_shape, "float32", t.device)
     stream = stream_for(t.device)
+    if m_major:
+        launch_fn(t, q_ptr, s_ptr, stream, eps, ld)
+        return q, _m_major_view(framework, s, s_shape, ld)
     launch_fn(t, q_ptr, s_ptr, stream, eps)
     if framework == JAX:
         import jax.numpy as jnp
@@ -66,17 +101,26 @@ def _quantized(framework, stream_for, t, s_shape, launch_fn, eps):
     return q, s
 
 
-def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
+def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10, *, m_major_scales: bool = False):
     """Quantize activations per 1 x 128 group: ``scale = max(amax, eps) / 448``, ``q = x / scale``
     rounded to the nearest E4M3 value.
 
     x: [..., K] bfloat16 / float16 / float32, K-contiguous, on a GPU (CuPy, PyTorch, JAX); or a
     NumPy array (host reference, any group_size). Returns (q, scale) with q [..., K] and
     scale [..., ceil(K / 128)], ready for fp8gemm.matmul's ``a`` and ``a_scale``.
+    m_major_scales: scale is a strided view, M-major: the rows (every leading index) of one group
+    are contiguous and each group's column starts 16-byte aligned (DeepGEMM's A-scale layout).
+    The values are the same; CuPy, PyTorch and NumPy (JAX arrays carry no strides).
     """
+    if not isinstance(m_major_scales, bool):
+        raise TypeError(f"m_major_scales must be True or False (got {m_major_scales!r})")
     framework = framework_of(x)
     if framework not in (CUPY, TORCH, JAX) and (hasattr(x, "__array_interface__") or isinstance(x, (list, tuple))):
-        return host_quant.quantize_per_token_group(x, group_size, eps)     # NumPy and friends: host
+        q, s = host_quant.quantize_per_token_group(x, group_size, eps)     # NumPy and friends: host
+        return (q, host_m_major(s)) if m_major_scales else (q, s)
+    if m_major_scales and framework == JAX:
+        raise ValueError("m_major_scales=True takes CuPy, PyTorch or NumPy arrays: JAX arrays carry no strides "
+                         "(fp8gemm.jax.matmul reads the row-major scales)")
     if group_size != GROUP:
         raise ValueError(f"group_size must be {GROUP} on the GPU (got {group_size!r})")
     _check_eps(eps)
@@ -85,12 +129,24 @@ def quantize_per_token_group(x, group_size: int = GROUP, eps: float = 1e-10):
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"x must have a last (K) dimension of at least 1 (shape {t.shape})")
     s_shape = tuple(t.shape[:-1]) + (-(-t.shape[-1] // GROUP),)
-    return _quantized(framework, stream_for, t, s_shape, launch_per_token_group, eps)
+    return _quantized(framework, stream_for, t, s_shape, launch_per_token_group, eps, m_major_scales)
 
 
-def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -> None:
+def host_m_major(s):
+    """Host scales [..., G] (NumPy) copied into the M-major layout of the GPU path (m_major_ld)."""
+    import numpy as np
+
+    rows = math.prod(s.shape[:-1])
+    ld = m_major_ld(rows)
+    buf = np.zeros((s.shape[-1], ld), dtype=np.float32)
+    buf[:, :rows] = s.reshape(rows, s.shape[-1]).T
+    return np.lib.stride_tricks.as_strided(buf, s.shape, tuple(4 * st for st in m_major_strides(s.shape, ld)))
+
+
+def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float, scale_ld: int = 0) -> None:
     """The activation quantizer's layout rules and launch for a checked intake Tensor ``t``,
-    into compact q [..., K] and scale [..., ceil(K/128)] buffers (the eager call's, or XLA's)."""
+    into a compact q [..., K] buffer and a scale [..., ceil(K/128)] one (the eager call's, or
+    XLA's): compact row-major, or M-major with column stride ``scale_ld`` (> 0)."""
     k = t.shape[-1]
     rows = math.prod(t.shape[:-1])
     if rows == 0:            # an empty array's strides mean nothing (CuPy reports zeros)
@@ -109,7 +165,7 @@ def launch_per_token_group(t, q_ptr: int, s_ptr: int, stream: int, eps: float) -
         raise ValueError(f"x has too many rows x groups ({rows * groups}) for one launch")
     kern = compiler.get_kernel(t.device, _VARIANT, (_IN_TYPES[t.dtype], loads), 0)
     params = KernelParams((("u64", t.ptr), ("i64", ldx), ("u64", q_ptr), ("u64", s_ptr),
-                           ("u32", rows), ("u32", k), ("f32", eps)))
+                           ("u32", rows), ("u32", k), ("f32", eps), ("u32", scale_ld)))
     launch(t.device, driver.launch_args(kern.kernel.ptr, blocks, THREADS, 0), stream, params.address)
 
 

@@ -18,6 +18,7 @@ DTYPE_UINT16 = 1
 DTYPE_UINT32 = 2
 _DTYPE_BY_SIZE = {1: DTYPE_UINT8, 2: DTYPE_UINT16, 4: DTYPE_UINT32}
 INTERLEAVE_NONE = 0
+SWIZZLE_NONE = 0
 SWIZZLE_128B = 3
 L2_PROMOTION_256B = 3
 OOB_FILL_ZERO = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
@@ -38,10 +39,12 @@ def encode_2d_fp8(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int
     return encode_2d(ptr, rows, cols, row_stride, box_rows, box_cols, 1)
 
 
-def encode_2d(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int, elem_bytes: int):
-    """A 128B-swizzled map over a [rows, cols] matrix of ``elem_bytes``-byte elements (copied as
-    raw 8/16/32-bit words: TMA converts nothing), ``row_stride`` in bytes."""
-    key = (ptr, rows, cols, row_stride, box_rows, box_cols, elem_bytes)
+def encode_2d(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int, elem_bytes: int,
+              swizzle: int = SWIZZLE_128B):
+    """A map (128B-swizzled unless ``swizzle`` says otherwise) over a [rows, cols] matrix of
+    ``elem_bytes``-byte elements (copied as raw 8/16/32-bit words: TMA converts nothing),
+    ``row_stride`` in bytes."""
+    key = (ptr, rows, cols, row_stride, box_rows, box_cols, elem_bytes, swizzle)
     desc = _cache.get(key)
     if desc is not None:
         return desc
@@ -51,7 +54,7 @@ def encode_2d(ptr: int, rows: int, cols: int, row_stride: int, box_rows: int, bo
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     elem = (ctypes.c_uint32 * 2)(1, 1)
     rc = driver.lib().cuTensorMapEncodeTiled(buf.ctypes.data, _DTYPE_BY_SIZE[elem_bytes], 2, ptr, dims, strides, box,
-                                          elem, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
+                                          elem, INTERLEAVE_NONE, swizzle, L2_PROMOTION_256B,
                                           OOB_FILL_ZERO)
     if rc != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {rc}) for a [{rows}, {cols}] "

@@ -74,6 +74,22 @@ enum Barrier : uint32_t {
 };
 static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block = one scale group = one swizzle row");
 
+/// Where the plain GEMM's consumers read the scales (the general kernel's kScaleTma, a mask):
+/// from global memory (kScaleLoads), or from slots of each ring stage that the producer fills by
+/// TMA on the stage's full barrier: kScaleSlotsA, an M-major As (box {BLOCK_M rows, 1 K block},
+/// one contiguous row of As; slot [row]); kScaleSlotsB, a K-major Bs (box {4 K blocks, the
+/// tile's one Bs row}, 16 bytes; slot [4], the stage's block at kb % 4). NOTES: a K-major As
+/// would need a box of 16 bytes from each of the BLOCK_M rows, and TMA pays per row: such slots
+/// ran 0.55-0.8x the loads' speed on small tiles (bench/NOTES.md), so a K-major As keeps the
+/// loads. Layout in the hold: the A slots [kNumStages][BLOCK_M], then the B slots
+/// [kNumStages][kBSlotFloats] (16 bytes used of 128: a TMA destination is 128-byte aligned).
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2 };
+constexpr uint32_t kBSlotFloats = 32;
+template <int kScaleTma, uint32_t kRows>
+__host__ __device__ constexpr uint32_t scale_slot_floats() {
+    return ((kScaleTma & kScaleSlotsA) ? kRows : 0u) + ((kScaleTma & kScaleSlotsB) ? kBSlotFloats : 0u);
+}
+
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
 /// BLOCK_N-row B stages, the TMA-store staging of each consumer warpgroup, the fused SwiGLU's
 /// hold, 16 bytes of flags (the split-K last-split flag) and, grouped, the tile prefix [G + 1]
@@ -84,10 +100,11 @@ using Smem = RingSmem<Cta<kConsumers>::BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNu
                       kConsumers * kHoldBytes, 16>;
 }  // namespace general
 
-/// A work unit's loads: its K range, where its A box starts, and the first row of its B box.
+/// A work unit's loads: its K range, where its A box starts, the first row of its B box, its
+/// first tile row (the As box of kScaleSlotsA) and its Bs row (kScaleSlotsB).
 struct UnitLoads {
     WorkUnit w;
-    uint32_t a_row, b_row;
+    uint32_t a_row, b_row, s_row, sb_row;
 };
 
 /// The tile space of one launch and where each work unit's boxes lie. ``kMaxBoxShift``: how many
@@ -154,6 +171,8 @@ struct GeneralTiles {
         const TileSpan t = span(l.w);
         uint32_t a_shift;
         a_box(t, l.a_row, a_shift);
+        l.s_row = t.row_base;
+        l.sb_row = t.col_base / kScaleBlock;
         // Grouped: the weights are [G * N, K] (tmap_a under swap-AB, else tmap_b); fused SwiGLU:
         // [G * 2N, K], the sub-tile's 64 gate rows and 64 up rows N further.
         l.b_row = t.col_base + (kSwapAB ? 0u : t.group * N * (kSwiGLU ? 2u : 1u));
@@ -172,13 +191,19 @@ __host__ __device__ constexpr uint32_t general_max_box_shift() {
 /// The producer thread's loop: every unit of this CTA (blockIdx.x, then gridDim.x further on),
 /// kSubTiles passes over its K range each (two under the fused SwiGLU: 64 gate + 64 up rows of B
 /// per stage, two TMA boxes), one stage of A and B per K block. ``first``: the first unit's loads,
-/// located before the CTA sync (or just now).
-template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, class Tiles, class Smem>
+/// located before the CTA sync (or just now). kScaleTma (general::ScaleSource): also the stage's
+/// As and / or Bs box into its slots in ``scale_slots`` (general::ScaleSource's layout).
+template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, int kScaleTma = 0, class Tiles, class Smem>
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
-                                              const TmaDescriptor* tmap_b) {
+                                              const TmaDescriptor* tmap_b, const TmaDescriptor* tmap_sa,
+                                              const TmaDescriptor* tmap_sb, float* scale_slots) {
     constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
+    constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0;
+    constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0;
+    constexpr uint32_t kScaleBoxBytes = (kSlotsA ? Tiles::kRows * 4u : 0u) + (kSlotsB ? 16u : 0u);   // the boxes
+    float* b_slots = scale_slots + (kSlotsA ? kNumStages * Tiles::kRows : 0u);
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
     UnitLoads l = first;
@@ -189,8 +214,11 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
                 // The ring's first round needs no wait: every stage starts empty.
                 if (loads >= kNumStages) mbarrier_wait_parity(&smem.empty_bar[pipe.stage], pipe.empty_parity());
                 Mbarrier* bar = &smem.full_bar[pipe.stage];
-                mbarrier_arrive_expect_tx(bar, kAStage + kBStage);
+                mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kScaleBoxBytes);
                 tma_load_2d(smem.a + pipe.stage * kAStage, tmap_a, bar, kb * general::BLOCK_K, l.a_row);
+                if constexpr (kSlotsA) tma_load_2d(scale_slots + pipe.stage * Tiles::kRows, tmap_sa, bar, l.s_row, kb);
+                if constexpr (kSlotsB)
+                    tma_load_2d(b_slots + pipe.stage * general::kBSlotFloats, tmap_sb, bar, kb & ~3u, l.sb_row);
                 uint8_t* b_stage = smem.b + pipe.stage * kBStage;
                 if constexpr (kSwiGLU) {
                     const uint32_t gate_row = l.b_row + sub * swiglu::kActCols;
@@ -227,10 +255,14 @@ __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem
 }
 
 /// The producer warpgroup after the CTA sync: its thread kProducerThread runs produce_units.
-template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, bool kGrouped, class Tiles, class Smem>
+template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, bool kGrouped, int kScaleTma = 0, class Tiles,
+          class Smem>
 __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem& smem, const TmaDescriptor* tmap_a,
                                                  const TmaDescriptor* tmap_b, bool early_start,
-                                                 typename Tiles::Scheduler& producer_sched, UnitLoads producer_first) {
+                                                 typename Tiles::Scheduler& producer_sched, UnitLoads producer_first,
+                                                 const TmaDescriptor* tmap_sa = nullptr,
+                                                 const TmaDescriptor* tmap_sb = nullptr,
+                                                 float* scale_slots = nullptr) {
     if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
     if (threadIdx.x == general::kProducerThread) {
         if (!early_start) producer_sched = tiles.scheduler();
@@ -238,7 +270,8 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
         // each next unit's are located after the previous unit's last load.
         UnitLoads l = producer_first;
         if (!early_start && blockIdx.x < producer_sched.num_units) l = tiles.loads(producer_sched, blockIdx.x);
-        produce_units<kNumStages, kSubTiles, kSwiGLU>(tiles, producer_sched, l, smem, tmap_a, tmap_b);
+        produce_units<kNumStages, kSubTiles, kSwiGLU, kScaleTma>(tiles, producer_sched, l, smem, tmap_a, tmap_b,
+                                                                 tmap_sa, tmap_sb, scale_slots);
     }
 }
 

@@ -5,7 +5,9 @@
 // exactly as fp8gemm.reference.quantize_per_token_group computes it in float32: IEEE division,
 // round-to-nearest-even conversion, NaN propagated through the group's amax (a group holding a
 // NaN gets a NaN scale and NaN codes, as NumPy's max gives). The scales come out row-major
-// [rows, ceil(K/128)], the layout the GEMM reads in place.
+// [rows, ceil(K/128)], the layout the GEMM reads in place, or (scale_ld > 0) M-major: scale[r, g]
+// at g * scale_ld + r, the layout whose columns a TMA box can fetch per K block (the GEMMs' As
+// slots, and DeepGEMM's A scales) when scale_ld is a multiple of 4.
 //
 // The vector path (K % 128 == 0, x 16-byte aligned with a row stride of a multiple of 8 elements):
 // 8 lanes per group, 16 values per lane, a warp takes 4 * kLoads groups with every load issued
@@ -99,8 +101,9 @@ template <int kInType, int kLoads>
 __global__ void __launch_bounds__(256)
 quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      // [rows, k], ldx elements
                                 uint8_t* __restrict__ q,                       // [rows, k] compact
-                                float* __restrict__ scale,                     // [rows, groups] compact
-                                uint32_t rows, uint32_t k, float eps) {
+                                float* __restrict__ scale,                     // [rows, groups] (see scale_ld)
+                                uint32_t rows, uint32_t k, float eps,
+                                uint32_t scale_ld) {                           // 0: compact row-major; else M-major
     using namespace quant;
     const uint32_t groups = (k + kGroup - 1) / kGroup;
     if constexpr (kLoads > 0) {
@@ -112,12 +115,14 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
         const uint32_t sub = lane / kLanesPerGroup, sl = lane % kLanesPerGroup;
         Slice slice[kLoads];
         uint64_t gi[kLoads];
+        uint32_t grow[kLoads], gcol[kLoads];             // the group's row and index in its row
 #pragma unroll
         for (uint32_t j = 0; j < kLoads; ++j) {       // every load first
             gi[j] = warp * kGroupsPerWarp + 4 * j + sub;
+            grow[j] = static_cast<uint32_t>(gi[j] / groups);
+            gcol[j] = static_cast<uint32_t>(gi[j] % groups);
             if (gi[j] < total) {
-                const uint64_t row = gi[j] / groups;
-                slice[j].load(x, static_cast<int64_t>(row) * ldx + static_cast<int64_t>(gi[j] % groups) * kGroup, sl);
+                slice[j].load(x, static_cast<int64_t>(grow[j]) * ldx + static_cast<int64_t>(gcol[j]) * kGroup, sl);
             } else {
                 slice[j].zero();
             }
@@ -155,7 +160,7 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
                         *reinterpret_cast<uint32_t*>(qg + Slice::col(i, sl)) = lo;
                     }
                 }
-                if (sl == 0) scale[gi[j]] = s;
+                if (sl == 0) scale[scale_ld ? static_cast<int64_t>(gcol[j]) * scale_ld + grow[j] : gi[j]] = s;
             }
         }
         return;
@@ -189,7 +194,7 @@ quantize_per_token_group_kernel(const void* __restrict__ x, int64_t ldx,      //
 #pragma unroll
     for (uint32_t i = 0; i < kPerLane; ++i)
         if (c0 + i < k) q[out0 + i] = codes[i];
-    if (lane == 0) scale[static_cast<int64_t>(row) * groups + g] = s;
+    if (lane == 0) scale[scale_ld ? static_cast<int64_t>(g) * scale_ld + row : static_cast<int64_t>(row) * groups + g] = s;
 }
 
 }  // namespace fp8gemm

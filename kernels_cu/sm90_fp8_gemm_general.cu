@@ -44,7 +44,7 @@
 namespace fp8gemm {
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2>
+          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2, int kScaleTma = 0>
 __global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -63,7 +63,12 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              int64_t sb_stride_g,
                              // kSwiGLU: out is the FP8 act [M, N = I] (row pitch ldc bytes), these
                              // its scales [M, I / 128], and the clamp.
-                             float* __restrict__ act_scale, float swiglu_limit) {
+                             float* __restrict__ act_scale, float swiglu_limit,
+                             // kScaleTma (general::ScaleSource): the M-major As as a TMA map
+                             // (inner dimension M, box {BLOCK_M, 1}) and the K-major Bs (inner
+                             // dimension K / 128, box {4, 1}).
+                             const __grid_constant__ TmaDescriptor tmap_sa,
+                             const __grid_constant__ TmaDescriptor tmap_sb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
     using CtaShape = Cta<kConsumers>;
@@ -80,6 +85,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kSwiGLU || (kGrouped && !kTmaStore && !kFinePromotion && BLOCK_N == 128),
                   "fused SwiGLU: grouped, direct stores, coarse promotion, 64 gate + 64 up columns");
     static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
+    static_assert(kScaleTma == kScaleLoads || !(kGrouped || kSwiGLU || kFinePromotion),
+                  "As by TMA: the plain GEMM with coarse promotion");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -87,8 +94,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
-    using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0,
-                            kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float)), kConsumers>;
+    // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
+    constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
+    constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
+    static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
+    constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
+                                                             : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
+    using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0, kHoldBytes, kConsumers>;
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
@@ -112,11 +124,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
+    if (kSlotsA && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if (kSlotsB && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
                                                         early_start, producer_sched, producer_first);
     if (warpgroup_idx == 0) {
-        general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped>(tiles, smem, &tmap_a, &tmap_b, early_start,
-                                                                   producer_sched, producer_first);
+        general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped, kScaleTma>(tiles, smem, &tmap_a, &tmap_b,
+                                                                              early_start, producer_sched,
+                                                                              producer_first, &tmap_sa, &tmap_sb,
+                                                                              smem.hold);
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
@@ -193,7 +209,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const auto up_scale = [&](const float* gate) {
                     return gate[static_cast<int64_t>(N / kScaleBlock) * sb_stride_n];
                 };
-                float a0 = *pa0, a1 = *pa1, b0 = *pb;                // this block's raw scales
+                // kScaleTma: As and / or Bs come from the stage's slots (read after its full
+                // barrier), the others from global memory.
+                float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f;               // this block's raw scales
+                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                if constexpr (!kSlotsB) b0 = *pb;
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
                 if constexpr (!kFinePromotion) {
@@ -201,9 +221,16 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];
                     float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f, pbvu = 0.0f;   // raw scales of the pending block
+                    // NOTES: the lean forms (barriers by 32-bit address, a predicated arrival,
+                    // next-block scale loads behind a branch) win 2-11% on 64 x 64 and wider 64-row
+                    // tiles and with the As slots, and cost 1-4% on 128-row and 64 x 32 tiles
+                    // with As by loads, where the older forms stay (bench/NOTES.md).
+                    constexpr bool kLean = (kConsumers == 1 && BLOCK_N >= 64) || kScaleTma != kScaleLoads;
+                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);
                     const auto issue = [&](float (&acc)[Mma::kNumAccum]) {
                         const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                        mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
+                        if constexpr (kLean) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                        else mbarrier_wait_parity(&smem.full_bar[stage], pipe.full_parity());
                         const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                         if (kOrderedIssue && math_wg == 0)
@@ -224,7 +251,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         wgmma_wait<0>();
                         wgmma_fence_operands(acc);
                         __syncwarp();
-                        if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);
+                        if constexpr (kLean) mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);
                         ++pipe;
                     };
                     const auto promote = [&](float (&acc)[Mma::kNumAccum]) {
@@ -237,21 +265,51 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                                                                          : (((i >> 1) & 1) ? u1 : u0));
                     };
                     // Load block kb's raw scales into the pending registers (after promote used them).
-                    const auto take_scales = [&](uint32_t kb) {
+                    // kScaleTma: from the slots of ``stage``, which hold block kb until this warp's
+                    // finish() releases it.
+                    const auto take_scales = [&](uint32_t kb, uint32_t stage) {
+                        if constexpr (kSlotsA) {
+                            const float* slot = smem.hold + stage * BLOCK_M;
+                            a0 = slot[row_in_tile];
+                            a1 = slot[row_in_tile + 8];
+                        }
+                        if constexpr (kSlotsB)
+                            b0 = smem.hold[(kSlotsA ? kNumStages * BLOCK_M : 0u) + stage * kBSlotFloats + (kb & 3u)];
                         pa0v = a0; pa1v = a1; pbv = b0;
                         // kSwiGLU: the up rows' scale is loaded here, not a block ahead (one
                         // register fewer across the loop; it is used after the next block's issue).
                         if constexpr (kSwiGLU) pbvu = up_scale(pb);
-                        const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                        pa0 += step * sa_stride_k;
-                        pa1 += step * sa_stride_k;
-                        pb += step * sb_stride_k;
-                        a0 = *pa0; a1 = *pa1; b0 = *pb;
-
+                        if constexpr (kLean) {
+                            // The pointers step past the unit's last block; nothing is read there.
+                            if constexpr (!kSlotsA) {
+                                pa0 += sa_stride_k;
+                                pa1 += sa_stride_k;
+                            }
+                            if constexpr (!kSlotsB) pb += sb_stride_k;
+                            if (kb + 1 < w.kb_end) {
+                                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
+                                if constexpr (!kSlotsB) b0 = *pb;
+                            }
+                        } else {
+                            // The last block re-reads its own scales: loads with no branch.
+                            const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                            pa0 += step * sa_stride_k;
+                            pa1 += step * sa_stride_k;
+                            pb += step * sb_stride_k;
+                            a0 = *pa0; a1 = *pa1; b0 = *pb;
+                        }
                     };
                     uint32_t kb = w.kb_begin;
-                    finish(accum, issue(accum));
-                    take_scales(kb);
+                    {
+                        const uint32_t st = issue(accum);
+                        if constexpr (kScaleTma == kScaleLoads) {
+                            finish(accum, st);
+                            take_scales(kb, st);
+                        } else {                    // the slot before finish() releases the stage
+                            take_scales(kb, st);
+                            finish(accum, st);
+                        }
+                    }
                     ++kb;
                     // NOTES: the loop's two halves mirror each other with the accumulators' roles
                     // swapped, so that each array keeps fixed registers (no copies, no dynamic index).
@@ -260,7 +318,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         {
                             const uint32_t st = issue(acc2);
                             promote(accum);
-                            take_scales(kb);
+                            take_scales(kb, st);
                             finish(acc2, st);
                         }
                         ++kb;
@@ -268,7 +326,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         {
                             const uint32_t st = issue(accum);
                             promote(acc2);
-                            take_scales(kb);
+                            take_scales(kb, st);
                             finish(accum, st);
                         }
                         ++kb;
@@ -348,7 +406,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
         }
         if constexpr (kTmaStore) {
-            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();   // before smem goes away
+            // NOTES: the last bulk store must have read the staging before the CTA's shared memory
+            // goes away; its writes need not have landed (the grid's end orders them, as in
+            // CUTLASS's epilogue tail), so the CTA retires without the global-write latency.
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();
         }
     }
 #else

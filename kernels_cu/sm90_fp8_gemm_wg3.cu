@@ -6,7 +6,10 @@
 // Same operands, layouts and result as sm90_fp8_gemm_general.cu (read its header first); plain
 // orientation only: no swap-AB, no K split, coarse promotion (bf16 / fp16 out); a grouped mode.
 // Per K block each consumer warpgroup runs 4 wgmma m64nBLOCK_Nk32 into one accumulator, waits,
-// promotes (the general kernel's lean loop: scales one block ahead, descriptors by 32-bit adds). Registers: 32 for
+// promotes (the general kernel's lean loop: scales one block ahead, descriptors by 32-bit adds).
+// kSlotsA (the plain mode, an M-major As): the producer loads each stage's As row of the tile's
+// 192 rows by TMA into a slot beside the stage, and the consumers read their two rows' scales from
+// there instead of global memory (general_tiles.cuh's ScaleSource, kScaleSlotsA). Registers: 32 for
 // the producer, 160 for each consumer (64 accumulator + 64 sum), 32 * 128 + 160 * 384 = 65536.
 // The dispatcher takes it at large M where its estimate wins (dispatch/wg3.py: cost_us). NOTES:
 // bench/NOTES.md.
@@ -35,7 +38,7 @@ enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
 }  // namespace wg3
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore,
-          bool kGrouped = false>
+          bool kGrouped = false, bool kSlotsA = false>
 __global__ void __launch_bounds__(wg3::kNumThreads, 1)
 sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, 192}
                          const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -44,7 +47,9 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                          const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                          void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N, uint32_t K,
                          const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
-                         int64_t sb_stride_g) {
+                         int64_t sb_stride_g,
+                         // kSlotsA: the M-major As as a TMA map (inner dimension M, box {192, 1}).
+                         const __grid_constant__ TmaDescriptor tmap_sa) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace wg3;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
@@ -58,10 +63,13 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     // general kernel's grouped mode on 192-row tiles (scheduler.cuh's tile prefix); a tile's 64-row
     // box may reach into the next group, so it stores directly, masked at its group's end.
     static_assert(!(kGrouped && kTmaStore), "grouped tiles store directly");
+    static_assert(!(kGrouped && kSlotsA), "As slots: the plain mode");
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;    // 24 KiB
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
-    // [A stages | B stages | C staging | full bars | empty bars | grouped: tile prefix [G + 1]]
-    using SmemLayout = RingSmem<SMEM_A_PER_STAGE, SMEM_B_PER_STAGE, kNumStages, kTmaStore ? kConsumers * Staging::kBytes : 0>;
+    constexpr uint32_t kSlotBytes = kSlotsA ? BLOCK_M * 4u : 0u;     // a stage's As: a float per tile row
+    // [A stages | B stages | C staging | As slots | full bars | empty bars | grouped: tile prefix [G + 1]]
+    using SmemLayout = RingSmem<SMEM_A_PER_STAGE, SMEM_B_PER_STAGE, kNumStages, kTmaStore ? kConsumers * Staging::kBytes : 0,
+                                kNumStages * kSlotBytes>;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
     uint8_t* smem_a = smem.a;
@@ -79,8 +87,10 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
     // 0 sets up the ring, so that its first TMA issues right after the CTA sync.
     constexpr uint32_t kProducerThread = 32;
     if (!kGrouped && warpgroup_idx == 0) setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4);
+        if constexpr (kSlotsA) prefetch_tensormap(&tmap_sa);
+    }
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     const auto make_scheduler = [&]() {
         const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
@@ -130,11 +140,13 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                     // The ring's first round needs no wait: every stage starts empty.
                     if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
-                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE);
+                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE + kSlotBytes);
                     // NOTES: a box past M is zero-filled by TMA (slowly, bench/NOTES.md; the
                     // general kernel moves such boxes up, this kernel does not).
                     tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
                     tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
+                    // Rows past M are out of the map: zero, and never stored.
+                    if constexpr (kSlotsA) tma_load_2d(smem.hold + pipe.stage * BLOCK_M, &tmap_sa, bar, l.a_row, kb);
                 }
             }
         }
@@ -150,6 +162,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         PipelineState<kNumStages> pipe;
         const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + math_wg * kWgmmaM * BLOCK_K);
         const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+        const uint32_t full0 = smem_addr(full_bar), empty0 = smem_addr(empty_bar);
 
         for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
             const WorkUnit w = sched.unit(u);
@@ -173,7 +186,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                                static_cast<int64_t>(w.kb_begin) * sa_stride_k;
             const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
                               static_cast<int64_t>(w.kb_begin) * sb_stride_k + static_cast<int64_t>(t.group) * sb_stride_g;
-            float a0 = *pa0, a1 = *pa1, b0 = *pb;
+            float a0 = 0.0f, a1 = 0.0f, b0 = *pb;
+            if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
             // NOTES: unrolled by 2, as the general kernel's lean loop (the prefetched scales land in
@@ -181,13 +195,28 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             // (before that prefix, unrolled it spilled 40 bytes, so it ran rolled).
 #pragma unroll 2
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                pa0 += step * sa_stride_k;
-                pa1 += step * sa_stride_k;
-                pb += step * sb_stride_k;
-                const float na0 = *pa0, na1 = *pa1, nb0 = *pb;
+                // Next block's scales. NOTES: with the As slots, the pointer steps past the unit's
+                // last block (unread there) and the barriers go by 32-bit address, as in the
+                // general kernel's lean forms; with As by loads those cost 1% here, so the
+                // older forms stay (bench/NOTES.md).
+                float na0 = a0, na1 = a1, nb0 = b0;
+                if constexpr (kSlotsA) {
+                    pb += sb_stride_k;
+                    if (kb + 1 < w.kb_end) nb0 = *pb;
+                } else {
+                    const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                    pa0 += step * sa_stride_k;
+                    pa1 += step * sa_stride_k;
+                    pb += step * sb_stride_k;
+                    na0 = *pa0; na1 = *pa1; nb0 = *pb;
+                }
                 const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                if constexpr (kSlotsA) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                else mbarrier_wait_parity(&full_bar[stage], pipe.full_parity());
+                if constexpr (kSlotsA) {            // this block's, read before the stage is released
+                    a0 = smem.hold[stage * BLOCK_M + row_in_tile];
+                    a1 = smem.hold[stage * BLOCK_M + row_in_tile + 8];
+                }
                 const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                 const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                 const float s0 = a0 * b0, s1 = a1 * b0;
@@ -202,7 +231,8 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
                 wgmma_wait<0>();
                 wgmma_fence_operands(accum);
                 __syncwarp();
-                if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
+                if constexpr (kSlotsA) mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                else if (lane_idx == 0) mbarrier_arrive(&empty_bar[stage]);
 #pragma unroll
                 for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * (((i >> 1) & 1) ? s1 : s0);
                 a0 = na0;
@@ -218,7 +248,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
             }
         }
         if constexpr (kTmaStore) {
-            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait<0>();
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();   // as the general kernel
         }
     }
 #else

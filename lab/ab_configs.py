@@ -2,8 +2,10 @@
 (bench/timing.py), and write {label: us} as JSON. Run it once per tree (PYTHONPATH=<tree>) in the
 same device call to compare kernels on equal configurations. Candidates a tree cannot run (not
 valid there) are skipped. A second argument ``mmajor`` passes a_scale M-major (strides (1, M)),
-as DeepGEMM's callers do. Usage: python lab/ab_configs.py OUT.json [mmajor]"""
+as DeepGEMM's callers do. AB_MAX_M=<m> keeps only the shapes with M <= m.
+Usage: python lab/ab_configs.py OUT.json [mmajor]"""
 import json
+import os
 import sys
 
 import cupy
@@ -32,14 +34,23 @@ CASES = [
     ((512, 4096, 4096, "float32"), [gen(64, 6), gen(128, 4)]),
     ((4096, 4096, 4096, "bfloat16"), [gen(128, 5), gen(128, 6)]),
     ((8192, 8192, 4096, "bfloat16"), [gen(128, 5), gen(128, 6), {"variant": W, "block_n": 128, "stages": 3, "group_m": 8}]),
+    ((16384, 8192, 4096, "bfloat16"), [{"variant": W, "block_n": 128, "stages": 3, "group_m": 8}]),
     ((16, 4096, 4096, "bfloat16"), [{"variant": S, "block_n": 16, "stages": 6, "group_m": 1, "splits": 2}]),
+    ((8, 4096, 4096, "bfloat16"), [{"variant": S, "block_n": 8, "stages": 6, "group_m": 8, "splits": 3}]),
+    ((4, 8192, 4096, "bfloat16"), [{"variant": S, "block_n": 8, "stages": 6, "group_m": 16, "splits": 1}]),
+    ((32, 8192, 4096, "bfloat16"), [{"variant": S, "block_n": 16, "stages": 6, "group_m": 1, "splits": 1}]),
+    ((32, 1536, 4096, "bfloat16"), [{"variant": S, "block_n": 16, "stages": 6, "group_m": 1, "splits": 4}]),
+    ((48, 4096, 4096, "bfloat16"), [gen(32, 8, 64)]),
 ]
 
 
 def main(out, layout="kmajor"):
     flush = L2Flush()
     fns = {}
+    max_m = int(os.environ.get("AB_MAX_M", 1 << 30))
     for (m, n, k, dt), cfgs in CASES:
+        if m > max_m:
+            continue
         a, b, sa, sb = random_case(m, n, k, seed=1).as_torch()
         if layout == "mmajor":
             sa = sa.t().contiguous().t()

@@ -189,3 +189,16 @@ def test_warm_workers_must_not_be_negative():
     with pytest.raises(SystemExit, match="--warm-workers"):
         cli.main(["--warm-workers", "-1", "--quick"])
     assert parse("--warm-workers", "0").warm_workers == 0 and parse().warm_workers is None
+
+
+def test_a_scale_layout_option():
+    """--a-scale m-major hands fp8gemm the quantizer's M-major layout (the same values, columns
+    16-byte aligned), made outside the timing; k-major (the default) the row-major scales."""
+    torch = pytest.importorskip("torch")
+    assert parse().a_scale == "k-major" and parse("--a-scale", "m-major").a_scale == "m-major"
+    with pytest.raises(SystemExit):
+        parse("--a-scale", "n-major")
+    sa = torch.arange(5 * 3, dtype=torch.float32).reshape(5, 3)
+    mm = cli.m_major_copy(sa)
+    assert mm.shape == sa.shape and bool((mm == sa).all())
+    assert mm.stride() == (1, 8) and mm.data_ptr() % 16 == 0

@@ -263,6 +263,61 @@ def test_fallback_raster_group_rule():
     assert select(256, 4096, 4096, gpu=NO_TABLE).group_m == 8
 
 
+def test_scale_source_follows_the_layout(monkeypatch):
+    """As goes by TMA into the stage slots only where a TMA map can describe it per stage (M-major,
+    16-byte aligned base and stride, at least a tile of rows) and its slots fit beside the stages;
+    never for FP32 out. Bs is always a load (one address per warpgroup), as is a K-major As."""
+    import types
+
+    from fp8gemm import tma
+    from fp8gemm.dispatch import general as g
+    maps = []
+    monkeypatch.setattr(tma, "encode_2d", lambda *args: maps.append(args) or "map")
+    A, L = g.SCALE_SLOTS_A, g.SCALE_LOADS
+
+    def source(m=256, n=1024, k=4096, sm=1, sk=256, sbn=32, sbk=1, ptr=1 << 20, dt="bfloat16",
+               cand=g.General(128, 5)):
+        p = types.SimpleNamespace(out_dtype=dt, sa_ptr=ptr, sb_ptr=1 << 21, k=k, m=m, n=n, sa_stride_m=sm,
+                                  sa_stride_k=sk, sb_stride_n=sbn, sb_stride_k=sbk)
+        return g.scale_source(p, cand)[0]
+
+    assert source() == A
+    assert maps[-1] == (1 << 20, 32, 256, 1024, 1, 128, 4, tma.SWIZZLE_NONE)     # As: {128 rows, 1 K block}
+    assert source(sm=32, sk=1) == L                                               # K-major As: loads
+    assert source(sbn=1, sbk=8) == A                                              # any Bs layout: loads
+    assert source(dt="float32") == L                                              # fine promotion
+    assert source(ptr=(1 << 20) + 4) == L                                         # As base not 16-byte aligned
+    assert source(m=100, sk=100) == L                                             # As stride 400 bytes
+    assert source(m=100, sk=104) == L                                             # fewer rows than a tile
+    assert source(m=100, sk=104, cand=g.General(32, 8, 8, 1, 64)) == A            # a 64-row tile
+    assert source(cand=g.General(128, 6)) == L                                    # As slots leave no room
+    c6 = g.General(128, 6)
+    assert g.General(128, 5).smem_bytes("bfloat16", A) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
+
+
+def test_wg3_as_slots_follow_the_layout():
+    """The wg3 kernel's plain mode reads As from stage slots under the general kernel's rule: an
+    M-major As, 16-byte aligned base and column stride, at least a tile (192 rows), slots that fit."""
+    import types
+
+    from fp8gemm.dispatch import wg3
+
+    def slots(m=4096, sm=1, sk=4096, ptr=1 << 20, cand=Wg3(128, 3, 8)):
+        return cand.as_slots(types.SimpleNamespace(out_dtype="bfloat16", sa_ptr=ptr, m=m, sa_stride_m=sm,
+                                                   sa_stride_k=sk))
+
+    assert slots()
+    assert not slots(sm=32, sk=1)                   # K-major As
+    assert not slots(ptr=(1 << 20) + 4)             # base not 16-byte aligned
+    assert not slots(m=4095, sk=4095)               # column stride not a multiple of 16 bytes
+    assert not slots(m=100, sk=100)                 # fewer rows than a tile
+    assert Wg3(128, 3).smem_bytes("bfloat16", True) == Wg3(128, 3).smem_bytes("bfloat16") + 3 * wg3.BLOCK_M * 4
+    big = next(s for s in range(3, 8) if Wg3(128, s).smem_bytes("bfloat16", True) > 232448)
+    assert not slots(cand=Wg3(128, big, 8))         # no room beside the stages
+    assert Wg3(128, 3, 8).template_args("bfloat16", True, False, True) == (128, 3, 0, 8, "true", "false", "true")
+    assert Wg3(128, 3, 8).template_args("bfloat16", True, False) == (128, 3, 0, 8, "true")
+
+
 def test_non_sm90_gpus_get_a_clear_error():
     from fp8gemm.hw import check_arch
     check_arch(0, "NVIDIA H200", 9, 0)

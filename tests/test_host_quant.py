@@ -91,3 +91,35 @@ def test_weight_quantizer_refuses_cpu_torch_and_other_blocks_on_the_gpu_path():
         fp8gemm.quantize_per_block(torch.zeros(256, 256))
     with pytest.raises(ValueError, match=r"block must be \(128, 128\) on the GPU"):
         fp8gemm.quantize_per_block(torch.zeros(256, 256), block=(64, 64))
+
+
+@pytest.mark.parametrize("shape", [(5, 300), (3, 7, 256), (1, 128), (8, 1024)])
+def test_m_major_scales_on_the_host(shape):
+    """m_major_scales=True: the same codes and scale values, the scales as an M-major view whose
+    columns (one per group) start 16-byte aligned, every leading index folded into one row index."""
+    from fp8gemm.quantize import m_major_ld, m_major_strides
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    q, s = fp8gemm.quantize_per_token_group(x)
+    qm, sm = fp8gemm.quantize_per_token_group(x, m_major_scales=True)
+    assert sm.shape == s.shape and sm.dtype == np.float32
+    assert np.array_equal(qm.view(np.uint8), q.view(np.uint8)) and np.array_equal(sm, s)
+    rows = int(np.prod(shape[:-1]))
+    ld = m_major_ld(rows)
+    assert ld % 4 == 0 and ld >= rows
+    assert sm.strides == tuple(4 * st for st in m_major_strides(s.shape, ld))
+    assert sm.strides[-1] == 4 * ld and sm.strides[-2] == 4          # rows contiguous within a group
+
+
+def test_m_major_rules():
+    from fp8gemm.quantize import m_major_ld, m_major_strides
+    assert [m_major_ld(r) for r in (0, 1, 4, 5, 130)] == [4, 4, 4, 8, 132]
+    assert m_major_strides((2, 3, 5), 8) == (3, 1, 8)
+    assert m_major_strides((5,), 4) == (4,)
+    with pytest.raises(TypeError, match="m_major_scales must be True or False"):
+        fp8gemm.quantize_per_token_group(np.ones((2, 128), np.float32), m_major_scales=1)
+
+
+def test_m_major_scales_refused_for_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(ValueError, match="JAX arrays carry no strides"):
+        fp8gemm.quantize_per_token_group(jnp.ones((2, 128), jnp.float32), m_major_scales=True)

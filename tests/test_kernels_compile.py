@@ -24,13 +24,16 @@ GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_
 SHORT_K_PARAMS = GENERAL_PARAMS.split(", unsigned, unsigned, float*")[0]
 MOE_GLUE_PARAMS = ("const int*, const float*, unsigned, unsigned, unsigned, int*, int*, int*, int*, const void*, "
                    "const float*, void*, float*, unsigned, unsigned, float")
-QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float"
+QUANT_PARAMS = "const void*, long long, unsigned char*, float*, unsigned, unsigned, float, unsigned"
 BLOCK_QUANT_PARAMS = "const void*, long long, long long, unsigned char*, float*, unsigned, unsigned, float"
 # The gemv kernel's: the general kernel's up to N, then A, lda, B, ldb, K.
 GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigned char*, long long, unsigned"
-# The wg3 kernel's: the general kernel's up to K.
-WG3_PARAMS = GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
-PARAMS = {"sm90_fp8_gemm_general": GENERAL_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
+# The wg3 kernel's: the general kernel's up to K, the groups, then the As tensor map (kSlotsA).
+WG3_PARAMS = (GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
+              ", const __grid_constant__ fp8gemm::TmaDescriptor")
+# The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
+GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS,
@@ -82,6 +85,16 @@ def _instantiations():
                   (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
         seen.add(_instance(c, dt, False))
         seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
+    # Scales by TMA: every plain tile above with each slot mask whose slots fit.
+    for variant, targs in list(seen):
+        if variant == G.variant and len(targs) >= 7 and targs[6] == "false" and targs[4] == "false" \
+                and (len(targs) < 8 or targs[7] == "false"):
+            block_n, stages, block_m = targs[0], targs[1], 64 * (targs[8] if len(targs) > 8 else 2)
+            dt = next(d for d, t in OUT_TYPE_IDS.items() if t == targs[2])
+            c = General(block_n, stages, targs[3], 1, block_m)
+            for mask in (1, 2, 3):
+                if dt != "float32" and c.smem_bytes(dt, mask) <= 232448:
+                    seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=mask)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),
@@ -101,6 +114,9 @@ def _instantiations():
             for group_m in (1, 8):
                 for store in (True, False):
                     seen.add(_instance(Wg3(block_n, stages, group_m), dt, store))
+                    c = Wg3(block_n, stages, group_m)              # As by TMA into stage slots
+                    if c.smem_bytes(dt, True) <= 232448:
+                        seen.add((c.variant, c.template_args(dt, store, False, slots_a=True)))
                     if not store and block_n == 128:               # grouped (direct stores)
                         seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
@@ -240,22 +256,32 @@ def _smem_cases():
                 c = General(bn, stages)
                 cases.append((expr, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
+                for mask in ((1, 2, 3) if dt != "float32" else ()):                 # scales by TMA: slots
+                    hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 128>() * 4 / 2"
+                    slots = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
+                             f"{hold}, 2>::kBytes")
+                    cases.append((slots, c.smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
-                expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), 0, 1>"
-                        "::kBytes")
-                cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt)))
+                for mask in ((0, 1, 2, 3) if dt != "float32" else (0,)):
+                    hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 64>() * 4"
+                    expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
+                            f"{hold}, 1>::kBytes")
+                    cases.append((expr, General(bn, stages, 8, 1, 64).smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES + 1):
             for bn in general.SWAP_BLOCK_NS:
                 c = SwapAB(bn, stages)
                 cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes", c.smem_bytes(dt)))
+                cases.append((f"fp8gemm::general::Smem<{bn}, {stages}, 0>::kBytes + 16", c.grouped_smem_bytes(dt, 3)))
             for bn in wg3.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
                 ring = "fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, {staging}>::kBytes"
                 c = Wg3(bn, stages)
                 cases.append((ring.format(bn=bn, stages=stages, staging=f"3 * {st}::kBytes"), c.smem_bytes(dt)))
                 cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", c.grouped_smem_bytes(dt, 3)))
+                slots = f"fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, 3 * {st}::kBytes, {stages} * 192 * 4>::kBytes"
+                cases.append((slots, c.smem_bytes(dt, True)))
     for stages in range(2, general.MAX_STAGES + 1):
         hold = "(fp8gemm::WgmmaFp8<128>::kNumAccum / 2 + 2) * 128 * 4"
         cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16",

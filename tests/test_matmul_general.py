@@ -465,6 +465,64 @@ def test_torch_cuda_graph_capture_and_replay(m, n, k):
     check(out, second)
 
 
+# a_scale layouts and the As source each gets (dispatch/general.py: scale_source)
+SCALE_LAYOUTS = {"k-major": "loads", "k-major, 4-byte offset": "loads", "m-major": "slots",
+                 "m-major, 4-byte offset": "loads"}
+
+
+def _scales_in_layout(sa, layout):
+    """a_scale [M, Kb] copied into a NaN-filled buffer in ``layout``: K-major or M-major, with a
+    16-byte aligned base and stride, or at a 4-byte offset."""
+    m, kb = sa.shape
+    col0 = 1 if "offset" in layout else 4
+    if layout.startswith("k-major"):
+        return poisoned(sa, np.nan, pad_cols=(-kb) % 4 + 4, col0=col0)[0]
+    return poisoned(sa.T, np.nan, pad_cols=(-m) % 4 + 4, col0=col0)[0].T
+
+
+@pytest.mark.parametrize("cfg", [General(128, 5), General(64, 6), General(32, 8, 8, 1, 64), General(128, 4, 8, 3),
+                                 General(16, 6, 8, 2, 64), General(32, 16, 8, 1, 64)], ids=lambda c: c.label())
+@pytest.mark.parametrize("m,n,k,out_dtype", [(200, 300, 1040, "bfloat16"), (130, 1000, 7168, "float16"),
+                                             (257, 136, 4096, "bfloat16"), (128, 256, 512, "bfloat16"),
+                                             (64, 512, 256, "bfloat16")])
+def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg):
+    """The plain GEMM reads As from its stage slots (filled by TMA from an M-major As) or from
+    global memory, depending on the layout, and Bs always from global memory; every layout gives
+    the same bits, the slots read nothing of the NaN border around As, and every one passes the
+    accuracy check."""
+    import types
+
+    import cupy
+    from fp8gemm.dispatch.general import SCALE_SLOTS_A, scale_source
+    case = random_case(m, n, k, seed=21)
+    if not cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
+        pytest.skip(f"{cfg.label()} does not take {m} x {n} x {k}")
+    results = {}
+    for layout, want in SCALE_LAYOUTS.items():
+        sa = _scales_in_layout(case.a_scale, layout)
+        # Bs K-major inside a NaN border, its row stride a multiple of 16 bytes
+        kb = -(-k // 128)
+        sb = poisoned(case.b_scale, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
+        stub = types.SimpleNamespace(out_dtype=out_dtype, sa_ptr=sa.data.ptr, k=k, m=m, n=n,
+                                     sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
+                                     sb_ptr=sb.data.ptr, sb_stride_n=sb.strides[0] // 4, sb_stride_k=1)
+        a_slots = SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m else 0
+        if cfg.smem_bytes(out_dtype, a_slots) > 232448:
+            a_slots = 0
+        assert scale_source(stub, cfg)[0] == a_slots, (layout, sa.strides)
+        out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
+        check(out, case, out_dtype)
+        results[layout] = cupy.asarray(out).view(cupy.uint16)
+    # Bs at a 4-byte offset
+    sb_loads = poisoned(case.b_scale, np.nan, pad_cols=4, col0=1)[0]
+    out = fp8gemm.matmul(case.a, case.b, _scales_in_layout(case.a_scale, "k-major"), sb_loads, out_dtype=out_dtype,
+                         config=cfg)
+    results["Bs loads"] = cupy.asarray(out).view(cupy.uint16)
+    base = results["k-major"]
+    for layout, got in results.items():
+        assert bool((got == base).all()), f"{layout} differs from the K-major result"
+
+
 # TAIL_SPLIT (scheduler.cuh kTailSplit): whole waves unsplit, the last wave's tiles split as the
 # grid fills, each split >= 8 K blocks. Shapes by tile count on 132 SMs: 192 (1.45 waves: halves),
 # 150 (the rest in halves: K caps it), 200 (68 left over: more than half a wave, so nothing

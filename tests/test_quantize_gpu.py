@@ -173,6 +173,44 @@ def test_round_trip_through_matmul():
     assert 0 < rel < 0.08
 
 
+@pytest.mark.parametrize("shape,dtype,framework", [((130, 1024), "bfloat16", "torch"), ((33, 1000), "float32", "cupy"),
+                                                   ((3, 5, 256), "float16", "cupy"), ((200, 1536), "float16", "cupy"),
+                                                   ((1, 128), "bfloat16", "torch"), ((0, 256), "float32", "torch")],
+                         ids=str)
+def test_m_major_scales(shape, dtype, framework):
+    """m_major_scales=True on the GPU (vector and element paths): the same codes and scale bits as
+    the row-major call, the scales an M-major view with 16-byte aligned columns (m_major_ld), and
+    matmul takes them as they are, with the same result bits as the row-major scales."""
+    import cupy
+    import torch
+    from fp8gemm.quantize import m_major_ld, m_major_strides
+    xh = host_values(shape, dtype, seed=13)
+    if framework == "cupy":                    # CuPy has no bfloat16: those cases run on torch
+        x = cupy.asarray(xh)
+    else:
+        x = torch.from_dlpack(cupy.asarray(xh.view(np.int16) if dtype != "float32" else xh))
+        x = x.view(getattr(torch, dtype)) if dtype != "float32" else x
+    q, s = fp8gemm.quantize_per_token_group(x)
+    qm, sm = fp8gemm.quantize_per_token_group(x, m_major_scales=True)
+    assert tuple(sm.shape) == tuple(s.shape)
+    rows = int(np.prod(shape[:-1]))
+    strides = m_major_strides(tuple(s.shape), m_major_ld(rows))
+    got = tuple(sm.stride()) if framework == "torch" else tuple(st // 4 for st in sm.strides)
+    assert got == strides
+    assert (sm.data_ptr() if framework == "torch" else sm.data.ptr) % 16 == 0
+    np.testing.assert_array_equal(as_bytes(qm), as_bytes(q))
+    np.testing.assert_array_equal(to_host(sm).view(np.uint32), to_host(s).view(np.uint32))
+    if len(shape) == 2 and rows > 0 and shape[1] % 16 == 0:       # a K the GEMM takes
+        wh = np.random.default_rng(14).standard_normal((256, shape[1])).astype(np.float32) * 0.05
+        qb_h, sb_h = reference.quantize_per_block(wh)
+        qb, sb = cupy.asarray(qb_h.view(np.uint8)), cupy.asarray(sb_h)
+        if framework == "torch":
+            qb, sb = torch.from_dlpack(qb).view(torch.float8_e4m3fn), torch.from_dlpack(sb)
+        out = "float16"                        # coarse promotion: the As slots where they apply
+        ref, got = (fp8gemm.matmul(q, qb, s, sb, out_dtype=out), fp8gemm.matmul(qm, qb, sm, sb, out_dtype=out))
+        np.testing.assert_array_equal(to_host(got).view(np.uint16), to_host(ref).view(np.uint16))
+
+
 def test_empty_rows_and_bad_input():
     import cupy
     import torch

@@ -32,21 +32,39 @@ __device__ __forceinline__ void mbarrier_arrive(Mbarrier* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
+/// mbarrier.arrive from this thread where `pred` holds, on a barrier given by its shared-window
+/// address (smem_addr). NOTES: the predicate is inside the instruction, not a branch around it, so
+/// the address stays one warp-uniform value computed for every lane: behind `if (lane == 0)` the
+/// compiler rebuilt it inside the branch from the shared window each K block (5 instructions).
+__device__ __forceinline__ void mbarrier_arrive_if(uint32_t bar, bool pred) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.u32 p, %1, 0;\n"
+        "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+        "}\n" ::"r"(bar), "r"(static_cast<uint32_t>(pred)) : "memory");
+}
+
 /// mbarrier.arrive.expect_tx: one arrival and announce `bytes` of incoming transactions.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(Mbarrier* bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                  ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
-/// mbarrier.try_wait.parity in a loop: block until the phase with `parity` has completed.
-__device__ __forceinline__ void mbarrier_wait_parity(Mbarrier* bar, uint32_t parity) {
+/// mbarrier.try_wait.parity in a loop: block until the phase with `parity` has completed, on a
+/// barrier given by its shared-window address (smem_addr).
+__device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n"
         ".reg .pred done;\n"
         "WAIT_%=:\n"
         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
         "@!done bra WAIT_%=;\n"
-        "}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
+        "}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity(Mbarrier* bar, uint32_t parity) {
+    mbarrier_wait_parity(smem_addr(bar), parity);
 }
 
 }  // namespace fp8gemm
