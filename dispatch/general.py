@@ -62,6 +62,17 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
     return max(2, min(free // ((block_m + block_n) * BLOCK_K + BARRIER_BYTES), cap))
 
 
+def m_major_as_fits(p, rows: int) -> bool:
+    """Whether TMA can fill a stage's As slot of ``rows`` tile rows: an M-major As with a 16-byte
+    aligned base and column stride, and at least a tile of rows (the general and wg3 kernels)."""
+    return p.sa_stride_m == 1 and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0 and p.m >= rows
+
+
+def m_major_as_map(p, rows: int):
+    """The As map those slots are filled from: inner dimension M, box {rows, 1 K block}."""
+    return tma.encode_2d(p.sa_ptr, cdiv(p.k, BLOCK_K), p.m, p.sa_stride_k * 4, 1, rows, 4, tma.SWIZZLE_NONE)
+
+
 def scale_source(p, cand: General):
     """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): an M-major
     As (SCALE_SLOTS_A: at least a tile of rows, 16-byte aligned base and stride) goes by TMA into a
@@ -73,11 +84,8 @@ def scale_source(p, cand: General):
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
-    kb = cdiv(p.k, BLOCK_K)
-    a_ok = (p.sa_ptr % 16 == 0 and p.sa_stride_m == 1 and p.m >= cand.block_m and (p.sa_stride_k * 4) % 16 == 0)
-    if a_ok and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
-        return (SCALE_SLOTS_A, tma.encode_2d(p.sa_ptr, kb, p.m, p.sa_stride_k * 4, 1, cand.block_m, 4, tma.SWIZZLE_NONE),
-                tma.ZERO_DESCRIPTOR)
+    if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
+        return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
     return none
 
 

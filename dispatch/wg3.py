@@ -11,7 +11,8 @@ from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, gemm_args, group_args, sm_count, tma_store_ok, token_tiles
-from .general import BARRIER_BYTES, HBM_BYTES_PER_US, SM_FLOPS_PER_US, prefix_bytes, staging_bytes
+from .general import (BARRIER_BYTES, HBM_BYTES_PER_US, SM_FLOPS_PER_US, m_major_as_fits, m_major_as_map,
+                      prefix_bytes, staging_bytes)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
 BLOCK_M = 192
@@ -82,8 +83,7 @@ class Wg3(Candidate):
         """Whether the plain mode reads As from stage slots filled by TMA: an M-major As with a
         16-byte aligned base and column stride, at least a tile of rows, and room for the slots
         (general.scale_source's rule, NOTES there)."""
-        return (p.sa_stride_m == 1 and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0 and p.m >= BLOCK_M
-                and self.smem_bytes(p.out_dtype, True) <= MAX_SMEM_PER_BLOCK)
+        return m_major_as_fits(p, BLOCK_M) and self.smem_bytes(p.out_dtype, True) <= MAX_SMEM_PER_BLOCK
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         return self._plan(p, ldc, out_aligned, None)
@@ -101,8 +101,7 @@ class Wg3(Candidate):
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, store, gp is not None, slots),
                                    smem if gp is None else MAX_SMEM_PER_BLOCK)
-        tmap_sa = (tma.encode_2d(p.sa_ptr, cdiv(p.k, BLOCK_K), p.m, p.sa_stride_k * 4, 1, BLOCK_M, 4, tma.SWIZZLE_NONE)
-                   if slots else tma.ZERO_DESCRIPTOR)
+        tmap_sa = m_major_as_map(p, BLOCK_M) if slots else tma.ZERO_DESCRIPTOR
         weights = p.n * (gp.num_groups if gp is not None else 1)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, weights, p.k, p.ldb, self.block_n)
