@@ -68,7 +68,11 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
             raise ValueError("config: Wg3 promotes per 128-wide K block; fp32 output needs precise_fp32=False")
         # its grouped mode writes fp32 when not precise; its other rules are those of a bf16 output
         desc = replace(desc, out_dtype="bfloat16") if desc is not None else None
-    if desc is not None and not c.is_valid(desc):
+    # Wg3's plain-mode validity counts its TMA-store staging, which the grouped mode (direct
+    # stores) has not: its rules other than shared memory do not depend on the stages, and its
+    # grouped shared memory is checked next.
+    probe = replace(c, stages=2) if type(c) is Wg3 else c
+    if desc is not None and not probe.is_valid(desc):
         raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
     if c.grouped_smem_bytes(out_dtype, num_groups) > MAX_SMEM_PER_BLOCK:
         raise ValueError(f"config {c.label()}: {c.grouped_smem_bytes(out_dtype, num_groups)} bytes of shared memory "
