@@ -23,10 +23,11 @@ SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 row
 # 256; Pro L1 at 8192 tokens (mean 128) 1.08x, Flash (mean 192) 0.88x. None: off.
 WG3_ROWS = (240.0, 330.0)
 # fp8gemm.moe: where the rows estimate lies in (lo, hi] (a mean of 100-225 rows per expert), both
-# grouped kernels are launched for each GEMM and the routing kernel picks one from the real counts
-# (moe_glue.cu, choice_costs); the other sees every group empty. NOTES: the window alone cannot
-# tell uniform routing (Pro at 8192 tokens 1.08x on 192-row tiles) from skewed routing with the
-# same mean (0.91x).
+# grouped kernels are launched for each GEMM and the routing kernel gives each expert one of them
+# from its real count (moe_glue.cu, choice_costs); each kernel sees the other's experts empty.
+# NOTES: the window alone cannot tell uniform routing (Pro at 8192 tokens 1.08x on 192-row tiles)
+# from skewed routing with the same mean (0.91x); per expert, Flash at 8192 tokens (192 +- 14
+# rows) puts about half its experts on each kernel.
 MOE_CHOICE_ROWS = (200.0, 450.0)
 # fp8gemm.moe's default (fused=None): the fused SwiGLU L1 where the rows estimate lies in [lo, hi],
 # the chain elsewhere. NOTES (bench/results/h200_moe.csv, the chain's time / the fused layer's,

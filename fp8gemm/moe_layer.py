@@ -17,10 +17,11 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
    quantizes (an FP32 h within ~2e-4 of the float64 one lands on another FP8 code for ~3e-3 of
    the elements, one code step each);
 4. L2: fp8gemm.grouped_matmul_contiguous into y [P, H] bf16;
-   at about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the route kernel also picks, from
-   the real counts, the two- or three-warpgroup kernel for both GEMMs (choice_costs in
-   moe_glue.cu): each GEMM launches both, the other one with every group empty (no host sync, so
-   a captured graph re-decides on every replay);
+   at about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the route kernel also gives each
+   expert, from its real count, the two- or three-warpgroup kernel for both GEMMs (choice_costs
+   in moe_glue.cu; rows laid out with the first kernel's experts first): each GEMM launches
+   both, each with its own experts and the others empty (no host sync, so a captured graph
+   re-decides on every replay);
 5. combine: out[t] = sum of w[t, j] * y[row of (t, j)] in slot order, FP32, stored bf16.
 
 Fused: steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
@@ -156,8 +157,9 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     def glue(op, src=0, src_scale=0, dst=0, dst_scale=0):
         plan.run(device, stream, op, common + (src, src_scale, dst, dst_scale))
 
-    # Prefill at about 100-225 rows per expert: the routing kernel also picks the grouped GEMMs'
-    # kernel from the real counts and writes each kernel its offsets (the other: all groups empty).
+    # Prefill at about 100-225 rows per expert: the routing kernel also picks each expert's grouped
+    # GEMM kernel from its real count and writes each kernel its offsets (the other kernel's
+    # experts empty).
     per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
     if fused is None:
         fused = fused_default(per_expert)

@@ -4,10 +4,11 @@
 //   kRoute    counts[e] = pairs routed to expert e, offsets = their exclusive prefix, fill = 0
 //             (one block: counted with shared-memory atomics, then a block scan; replaces a
 //             memset, a count kernel and a scan kernel: 3 device ops -> 1). With dst: also the
-//             choice between the grouped GEMM's two kernels from the counts (choice_costs below):
-//             dst = int32 [2][E + 1], row 0 the offsets for the two-warpgroup kernel, row 1 for
-//             the three-warpgroup one; the chosen row holds the offsets, the other zeros (every
-//             group empty: that launch exits after scanning them).
+//             choice, per expert, between the grouped GEMM's two kernels from its count
+//             (choice_costs below): dst = int32 [2][E + 1], row 0 the offsets for the
+//             two-warpgroup kernel, row 1 for the three-warpgroup one; each expert's rows are a
+//             range in one row and empty in the other (a launch with every group empty exits
+//             after scanning them), and offsets follow the same layout.
 //   kScatter  every (token, slot) pair takes the next row of its expert's range (atomic), and its
 //             token's FP8 row and scales are copied there     (one warp per pair)
 //   kSwiGLU   h [rows, 2I] fp32 -> silu(min(gate, limit)) * clip(up, -limit, limit), quantized per
@@ -90,35 +91,42 @@ moe_glue_kernel(const int32_t* __restrict__ ids,       // [pairs] expert of each
         }
         if (threadIdx.x == kScanThreads - 1) offsets[num_experts] = totals[kScanThreads - 1];
         if (dst != nullptr) {
-            // Both kernels' costs summed over the experts (a fixed-order tree: the same choice
-            // every run), then both offset rows.
-            __shared__ float2 cost[kScanThreads];
-            float2 mine = make_float2(0.0f, 0.0f);
-            for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) {
-                const float2 c = choice_costs(sh_counts[e]);
-                mine.x += c.x;
-                mine.y += c.y;
-            }
-            cost[threadIdx.x] = mine;
+            // Each expert goes to the kernel of lower cost for its own count (choice_costs; ties:
+            // the two-warpgroup one). Rows are laid out with the two-warpgroup kernel's experts
+            // first, then the three-warpgroup kernel's, each in expert order, so that each kernel's
+            // groups are one contiguous run of rows: its row of dst holds their offsets and an empty
+            // range at every expert of the other kernel. offsets (where the scatter puts each
+            // expert's rows) is rewritten in that order; offsets[E] stays the total.
+            __shared__ int32_t totals3[kScanThreads];             // run sums of three-warpgroup experts
+            const auto three_of = [](int32_t c) { const float2 k = choice_costs(c); return k.y < k.x; };
+            int32_t sum3 = 0;
+            for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e)
+                if (three_of(sh_counts[e])) sum3 += sh_counts[e];
+            totals3[threadIdx.x] = sum3;
             __syncthreads();
-            for (uint32_t d = kScanThreads / 2; d > 0; d >>= 1) {
-                if (threadIdx.x < d) {
-                    cost[threadIdx.x].x += cost[threadIdx.x + d].x;
-                    cost[threadIdx.x].y += cost[threadIdx.x + d].y;
-                }
+            for (uint32_t d = 1; d < kScanThreads; d <<= 1) {      // inclusive Hillis-Steele
+                const int32_t v = threadIdx.x >= d ? totals3[threadIdx.x - d] : 0;
+                __syncthreads();
+                totals3[threadIdx.x] += v;
                 __syncthreads();
             }
-            const bool three = cost[0].y < cost[0].x;
+            const int32_t all = totals[kScanThreads - 1];
+            const int32_t all2 = all - totals3[kScanThreads - 1];  // rows of two-warpgroup experts
+            int32_t run3 = totals3[threadIdx.x] - sum3;            // exclusive, per class
+            int32_t run2 = (totals[threadIdx.x] - sum) - run3;
             int32_t* rows2 = static_cast<int32_t*>(dst);          // [2][E + 1]
-            int32_t run2 = totals[threadIdx.x] - sum;
             for (uint32_t e = e0; e < min(e0 + per, num_experts); ++e) {
-                rows2[e] = three ? 0 : run2;
-                rows2[num_experts + 1 + e] = three ? run2 : 0;
-                run2 += sh_counts[e];
+                const int32_t c = sh_counts[e];
+                const bool three = three_of(c);
+                rows2[e] = run2;
+                rows2[num_experts + 1 + e] = all2 + run3;
+                offsets[e] = three ? all2 + run3 : run2;
+                if (three) run3 += c;
+                else run2 += c;
             }
             if (threadIdx.x == kScanThreads - 1) {
-                rows2[num_experts] = three ? 0 : totals[kScanThreads - 1];
-                rows2[2 * num_experts + 1] = three ? totals[kScanThreads - 1] : 0;
+                rows2[num_experts] = all2;
+                rows2[2 * num_experts + 1] = all;
             }
         }
     } else if constexpr (kOp == kScatter) {

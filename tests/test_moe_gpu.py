@@ -287,12 +287,34 @@ def _cost_three(c):
     return 0.0 if c == 0 else 1.06 if c <= 128 else 1.45 if c <= 192 else 1.55 * -(-c // 192)
 
 
+def _three(c):
+    """The routing kernel's class of an expert with c rows: the three-warpgroup kernel's cost lower."""
+    return _cost_three(c) < _cost_two(c)
+
+
+def ids_with_counts(counts, tokens, top_k, seed):
+    """[tokens, top_k] distinct expert ids per token with exactly ``counts`` pairs per expert (each
+    token takes the top_k experts with the most pairs left), the slots then shuffled per token."""
+    left = np.array(counts, dtype=np.int64)
+    assert left.sum() == tokens * top_k
+    ids = np.empty((tokens, top_k), dtype=np.int32)
+    rng = np.random.default_rng(seed)
+    for t in range(tokens):
+        pick = np.argsort(-left, kind="stable")[:top_k]
+        assert (left[pick] > 0).all()
+        left[pick] -= 1
+        ids[t] = rng.permutation(pick)
+    return ids
+
+
 def test_device_choice_of_grouped_kernel(monkeypatch):
-    """At about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the routing kernel picks the
-    grouped GEMMs' kernel from the real counts: both kernels launch for L1 and for L2, the chosen
-    one with the offsets, the other with every group empty. Uniform counts of ~150 pick the
-    three-warpgroup kernel, four experts of 300 the two-warpgroup one; a captured graph replayed
-    with the other routing flips the choice on the device; outputs match the reference."""
+    """At about 100-225 rows per expert (dispatch/grouped.py: MOE_CHOICE_ROWS) the routing kernel
+    gives each expert, from its real count, the grouped kernel of lower cost: both kernels launch
+    for L1 and for L2, each with its experts' rows (the two-warpgroup kernel's experts first, then
+    the three-warpgroup kernel's, one contiguous run each) and every other expert empty. Uniform
+    counts of ~150 all take the three-warpgroup kernel, four experts of 300 the two-warpgroup one,
+    and counts of 300, 160 and 70 split between them in one call; a captured graph replayed with
+    the other routings follows the data; outputs match the reference."""
     import torch
 
     from fp8gemm import moe_layer
@@ -308,33 +330,42 @@ def test_device_choice_of_grouped_kernel(monkeypatch):
     cases = []
     for skewed in (False, True):
         ids, w = routing(tokens, experts, top_k, skewed, seed=21)
+        cases.append((ids, w))
+    mixed = ids_with_counts([300, 300, 160, 160, 70, 70, 70, 70], tokens, top_k, seed=23)
+    cases.append((mixed, routing(tokens, experts, top_k, False, seed=23)[1]))
+    classes = []
+    for i, (ids, w) in enumerate(cases):
         counts = np.bincount(ids.reshape(-1), minlength=experts)
-        want_three = sum(map(_cost_three, counts)) < sum(map(_cost_two, counts))
-        assert want_three == (not skewed), counts            # the case covers both choices
-        x = np.random.default_rng(22 + skewed).standard_normal((tokens, hidden)).astype(np.float32)
-        cases.append((x, ids, w, want_three))
+        classes.append([_three(c) for c in counts])
+        x = np.random.default_rng(22 + i).standard_normal((tokens, hidden)).astype(np.float32)
+        cases[i] = (x, ids, w, counts)
+    assert all(classes[0]) and not any(c for c, n in zip(classes[1], cases[1][3]) if n)   # uniform, skewed
+    assert any(classes[2]) and not all(classes[2])                                       # mixed: both
 
-    def check(out, x, ids, w, want_three, launches):
+    def check(out, x, ids, w, counts, launches):
         torch.cuda.synchronize()
         assert len(launches) == 4                             # L1 and L2, each on both kernels
+        three = [_three(c) for c in counts]
+        rows_two = int(sum(c for c, t in zip(counts, three) if not t))
         for offsets, wg3 in launches:
-            live = int(offsets[-1]) > 0
-            assert live == (wg3 == want_three), (wg3, offsets)
-            if not live:
-                assert int(offsets.abs().sum()) == 0
+            off = offsets.cpu().numpy().astype(np.int64) if hasattr(offsets, "cpu") else np.asarray(offsets.get())
+            sizes = np.diff(off)
+            want = [c if t == bool(wg3) else 0 for c, t in zip(counts, three)]
+            assert sizes.tolist() == want, (wg3, off.tolist(), counts.tolist())
+            assert off[0] == (rows_two if wg3 else 0) and off[-1] == (counts.sum() if wg3 else rows_two)
         xb = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
         assert rel_err(to_f64(out), moe_reference.moe(xb, ids, w, q1, s1, q2, s2)) <= MOE_TOL
 
-    for x, ids, w, want_three in cases:                      # eager
+    for x, ids, w, counts in cases:                          # eager
         calls.clear()
         out = fp8gemm.moe(torch.from_numpy(x).to(torch.bfloat16).cuda(), torch.from_numpy(ids).cuda(),
                           torch.from_numpy(w).cuda(), *weights)
-        check(out, x, ids, w, want_three, list(calls))
+        check(out, x, ids, w, counts, list(calls))
     out, replay = capture_layer(*cases[0][:3], weights, before_capture=calls.clear)
     captured = list(calls)[-4:]                              # the captured call's launches
-    for x, ids, w, want_three in reversed(cases):            # graph: the choice follows the data
+    for x, ids, w, counts in reversed(cases):                # graph: the choice follows the data
         replay(x, ids, w)
-        check(out, x, ids, w, want_three, captured)
+        check(out, x, ids, w, counts, captured)
 
 
 def test_out_param_writes_every_row_and_checks_the_array():
