@@ -190,7 +190,7 @@ def explain_moe(tokens: int, experts: int = 256, hidden: int = 4096, inter: int 
     and why: the host's estimate of the rows per expert, whether L1 is fused (``fused`` None: the
     layer's default, fused_default), then each grouped GEMM's tile (L1 [2I, H] into an FP32 h, or
     the fused SwiGLU L1; L2 [H, I] into bf16), or the two tiles the routing kernel chooses between
-    from the real counts."""
+    for each expert from its real count."""
     from ..grouped import rows_estimate
     pairs = tokens * top_k
     per_expert, active = rows_estimate(pairs, experts)
@@ -209,9 +209,9 @@ def explain_moe(tokens: int, experts: int = 256, hidden: int = 4096, inter: int 
             lines.append(f"  L1 + SwiGLU (fused): {c.describe()} -- {c.reason}")
         elif choose:
             two = [candidate(n, k, out, experts, per_expert, active, num_sms, precise, wg3) for wg3 in (False, True)]
-            lines.append(f"  {name} [{n} x {k}] -> {out}: the routing kernel picks from the real counts between "
-                         f"{two[0].describe()} and {two[1].describe()} (the estimate lies in MOE_CHOICE_ROWS "
-                         f"{MOE_CHOICE_ROWS})")
+            lines.append(f"  {name} [{n} x {k}] -> {out}: both launch; the routing kernel gives each expert, from "
+                         f"its real count, {two[0].describe()} or {two[1].describe()} (the estimate lies in "
+                         f"MOE_CHOICE_ROWS {MOE_CHOICE_ROWS})")
         else:
             c = candidate(n, k, out, experts, per_expert, active, num_sms, precise)
             lines.append(f"  {name} [{n} x {k}] -> {out}: {c.describe()} -- {c.reason}")

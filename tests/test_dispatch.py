@@ -366,9 +366,9 @@ def test_explain_moe_names_each_gemms_kernel():
     one = fp8gemm.explain_moe(1)
     assert "6 pairs over 256 experts" in one and one.count("sm90_fp8_gemm_swap_ab") == 2
     mid = fp8gemm.explain_moe(2048)
-    assert "96 rows per non-empty expert" in mid and "routing kernel picks" not in mid
+    assert "96 rows per non-empty expert" in mid and "routing kernel gives each expert" not in mid
     big = fp8gemm.explain_moe(8192)
-    assert grouped.device_choice(384.0, False) and big.count("routing kernel picks") == 2
+    assert grouped.device_choice(384.0, False) and big.count("routing kernel gives each expert") == 2
     assert "sm90_fp8_gemm_wg3" in big
     fused = fp8gemm.explain_moe(8192, fused=True)
     assert "L1 + SwiGLU (fused)" in fused and not grouped.device_choice(384.0, True)
