@@ -49,9 +49,12 @@ class Wg3(Candidate):
     group_m: int = 8
 
     block_m = BLOCK_M
+    threads = THREADS
+    a_box_rows = BLOCK_M          # rows of one TMA box of A
+    as_map_arg = True             # the kernel's last argument: the As tensor map (kSlotsA)
 
     def ring_bytes(self) -> int:
-        return 1024 + self.stages * (BLOCK_M + self.block_n) * BLOCK_K + BARRIER_BYTES * self.stages
+        return 1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K + BARRIER_BYTES * self.stages
 
     def smem_bytes(self, out_dtype: str = "bfloat16", slots_a: bool = False) -> int:
         """The ring, three warpgroups' TMA-store staging and (``slots_a``) a stage's As slot of
@@ -63,13 +66,16 @@ class Wg3(Candidate):
         """The grouped mode stores directly: no staging."""
         return self.ring_bytes() + prefix_bytes(num_groups)
 
+    def knobs_valid(self, desc: GemmDesc) -> bool:
+        """The rules other than the output type and shared memory (the grouped mode's check)."""
+        return self.block_n in BLOCK_NS and self.stages >= 2 and self.group_m >= 1 and desc.shape_ok()
+
     def is_valid(self, desc: GemmDesc) -> bool:
-        return (self.block_n in BLOCK_NS and self.stages >= 2 and self.group_m >= 1
-                and desc.out_dtype != "float32" and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
-                and desc.shape_ok())
+        return (self.knobs_valid(desc) and desc.out_dtype != "float32"
+                and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK)
 
     def label(self) -> str:
-        return f"wg3 {BLOCK_M}x{self.block_n} s{self.stages} g{self.group_m}"
+        return f"{self.variant.rsplit('_', 1)[1]} {self.block_m}x{self.block_n} s{self.stages} g{self.group_m}"
 
     def template_args(self, out_dtype: str, tma_store: bool, grouped: bool, slots_a: bool = False) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kSlotsA]]> (the
@@ -97,17 +103,19 @@ class Wg3(Candidate):
     def _plan(self, p, ldc: int, out_aligned: bool, gp) -> Plan:
         store = gp is None and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         slots = gp is None and self.as_slots(p)
-        smem = self.smem_bytes(p.out_dtype, slots) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
-        kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.out_dtype, store, gp is not None, slots),
-                                   smem if gp is None else MAX_SMEM_PER_BLOCK)
-        tmap_sa = m_major_as_map(p, BLOCK_M) if slots else tma.ZERO_DESCRIPTOR
+        plain_args = (p.out_dtype, slots) if slots else (p.out_dtype,)
+        smem = self.smem_bytes(*plain_args) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
+        targs = self.template_args(p.out_dtype, store, gp is not None, *((slots,) if slots else ()))
+        kern = compiler.get_kernel(p.device, self.variant, targs, smem if gp is None else MAX_SMEM_PER_BLOCK)
         weights = p.n * (gp.num_groups if gp is not None else 1)
-        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.a_box_rows)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, weights, p.k, p.ldb, self.block_n)
-        tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
-        return Plan(p, kern, min(tiles, sm_count(p.device)), THREADS, smem, ldc,
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),) + group_args(gp) + (("desc", tmap_sa),),
+        tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
+        tail = ()
+        if self.as_map_arg:
+            tail = (("desc", m_major_as_map(p, self.block_m) if slots else tma.ZERO_DESCRIPTOR),)
+        return Plan(p, kern, min(tiles, sm_count(p.device)), self.threads, smem, ldc,
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k),) + group_args(gp) + tail,
                     tma_store=store, num_tiles=tiles)
 
     @staticmethod

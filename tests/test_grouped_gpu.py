@@ -291,6 +291,19 @@ def test_masked_decode_swap_split_k_poisoned(n, k):
     assert bool(cupy.isnan(out[~valid]).all()), "a padding row was written"
 
 
+def masked_from_contiguous(a, sa, offsets):
+    """The contiguous case's rows as the masked layout: (a [G, rows, K], its scales, counts [G]),
+    rows = max(128, the largest group), every row past a group's count FP8 NaN with NaN scales."""
+    import cupy
+    sizes = np.diff(offsets.get())
+    rows = max(128, int(sizes.max()))
+    am = cupy.full((len(sizes), rows, a.shape[1]), FP8_NAN, dtype=cupy.uint8)
+    sam = cupy.full((len(sizes), rows, sa.shape[1]), np.nan, dtype=cupy.float32)
+    for g, (lo, hi) in enumerate(zip(offsets.get()[:-1], offsets.get()[1:])):
+        am[g, :hi - lo], sam[g, :hi - lo] = a[lo:hi], sa[lo:hi]
+    return am, sam, cupy.asarray(sizes.astype(np.int32))
+
+
 def test_masked_decode_graph_replays_and_expected_rows_hint():
     """Swap-AB with K splits captured in a CUDA graph (its split workspace is the captured one),
     replayed with new device counts; the expected_rows hint picks splits for 3 busy groups of 64."""
@@ -315,25 +328,20 @@ def test_masked_decode_graph_replays_and_expected_rows_hint():
         assert bool(cupy.isnan(got[~valid]).all()), "rows past the counts written"
 
 
-@pytest.mark.parametrize("config", [General(128, 4), SwapAB(32, 6, 1, 1), SwapAB(8, 6, 1, 2), "wg3"], ids=str)
+@pytest.mark.parametrize("config", [General(128, 4), SwapAB(32, 6, 1, 1), SwapAB(8, 6, 1, 2), "wg3", "tall"], ids=str)
 @pytest.mark.parametrize("sizes", ["tails", "one_takes_all"], ids=str)
 def test_forced_tiles_contiguous_and_masked(sizes, config):
     """grouped_matmul_*(config=): every grouped tile the dispatcher can pick, forced on the tail
     sizes in both layouts, within the reference bound (the masked layout inside NaN padding)."""
     import cupy
-    from fp8gemm.dispatch import Wg3
-    config = Wg3(128, 3, 8) if config == "wg3" else config
+    from fp8gemm.dispatch import Tall, Wg3
+    config = {"wg3": Wg3(128, 3, 8), "tall": Tall(128, 4, 8)}.get(config, config)
     group_sizes = SIZES[sizes]
     a, sa, b, sb, offsets = contiguous_case(group_sizes, 300, 1040, seed=31)
     out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=config)
     want = reference_contiguous(a, sa, b, sb, offsets)
     check_rows(to_cupy_f64(out), want, "bfloat16")
-    rows = max(128, max(group_sizes))
-    am = cupy.full((len(group_sizes), rows, a.shape[1]), FP8_NAN, dtype=cupy.uint8)
-    sam = cupy.full((len(group_sizes), rows, sa.shape[1]), np.nan, dtype=cupy.float32)
-    for g, (lo, hi) in enumerate(zip(offsets.get()[:-1], offsets.get()[1:])):
-        am[g, :hi - lo], sam[g, :hi - lo] = a[lo:hi], sa[lo:hi]
-    counts = cupy.asarray(np.asarray(group_sizes, dtype=np.int32))
+    am, sam, counts = masked_from_contiguous(a, sa, offsets)
     outm = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=config)
     got = cupy.concatenate([to_cupy_f64(outm[g, :c]) for g, c in enumerate(group_sizes)])
     check_rows(got, want, "bfloat16")
@@ -342,7 +350,7 @@ def test_forced_tiles_contiguous_and_masked(sizes, config):
 def test_forced_tile_refused():
     a, sa, b, sb, offsets = contiguous_case([3, 4], 256, 512, seed=3)
     from fp8gemm.dispatch import ShortK, Wg3
-    with pytest.raises(ValueError, match="General, SwapAB or Wg3"):
+    with pytest.raises(ValueError, match="General, SwapAB, Wg3 or Tall"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=ShortK(64, 64))
     with pytest.raises(ValueError, match="128-row tiles"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=General(64, 6, 8, 1, 64))

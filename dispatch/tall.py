@@ -1,0 +1,56 @@
+"""``Tall`` (sm90_fp8_gemm_tall): 256-row tiles, the general kernel's two consumer warpgroups each
+running two 64-row waves over every B stage; coarse promotion, no split, no swap-AB; a plain mode
+(bf16 / fp16 out) and a grouped mode (MoE prefill; fp32 out too when not precise).
+
+Each B stage feeds 256 token rows, so an expert of up to 256 rows reads each weight tile once,
+and a wave whose rows all lie past the tile's group (or M) is skipped. The host side is Wg3's
+(same arguments but the As map, same knobs); the dispatcher does not choose it on its own yet:
+``config=`` forces it (the lab measures it against General and Wg3, bench/NOTES.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .general import staging_bytes
+from .variant import DEFAULT_NUM_SMS, GemmDesc
+from .wg3 import Wg3
+
+BLOCK_M = 256
+WAVE_ROWS = 128              # one A box: the rows both consumer warpgroups cover in one wave
+THREADS = 384                # producer + two consumer warpgroups
+STAGES = 4                   # the most that fit beside the TMA-store staging at block_n = 128
+
+
+@dataclass(frozen=True)
+class Tall(Wg3):
+    """256 x block_n tiles, ``stages`` ring buffers, tile rows rastered in groups of ``group_m``."""
+
+    variant = "sm90_fp8_gemm_tall"
+    stages: int = STAGES
+
+    block_m = BLOCK_M
+    threads = THREADS
+    a_box_rows = WAVE_ROWS
+    as_map_arg = False
+
+    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
+        """The ring and the two warpgroups' TMA-store staging (64 rows each; both waves reuse it)."""
+        return self.ring_bytes() + staging_bytes(self.block_n, out_dtype, WAVE_ROWS)
+
+    def as_slots(self, p) -> bool:
+        """No As slots: the scales are loaded by the consumers."""
+        return False
+
+    @classmethod
+    def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, reason: str = "") -> Tall:
+        if desc.out_dtype == "float32":
+            raise ValueError(f"variant {cls.variant} writes bf16 or fp16 only, not {desc.out_dtype}")
+        return cls(128, STAGES, cls.group_for(desc), reason=reason or f"tall: 256 x 128 tiles, {STAGES} stages")
+
+    @classmethod
+    def estimate_us(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> float:
+        raise NotImplementedError("the 256-row tiles have no time model yet: they run only when forced")
+
+    @classmethod
+    def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
+        """None yet: the tuner does not time it until the lab shows where it wins."""
+        return []
