@@ -4,7 +4,8 @@ running two 64-row waves over every B stage; coarse promotion, no split, no swap
 
 Each B stage feeds 256 token rows, so an expert of up to 256 rows reads each weight tile once,
 and a wave whose rows all lie past the tile's group (or M) is skipped. The host side is Wg3's
-(same arguments but the As map, same knobs); the dispatcher does not choose it on its own yet:
+(same arguments but the As map, same knobs); a warp of the producer warpgroup loads each stage's
+scales into shared memory beside it (kernels_cu/sm90_fp8_gemm_tall.cu); the dispatcher does not choose it on its own yet:
 ``config=`` forces it (the lab measures it against General and Wg3, bench/NOTES.md)."""
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from .wg3 import Wg3
 BLOCK_M = 256
 WAVE_ROWS = 128              # one A box: the rows both consumer warpgroups cover in one wave
 THREADS = 384                # producer + two consumer warpgroups
-STAGES = 4                   # the most that fit beside the TMA-store staging at block_n = 128
+STAGES = 3                   # the most that fit beside the TMA-store staging at block_n = 128
+GROUPED_STAGES = 4           # the grouped mode stores directly: one more stage fits
+SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warp's As column and Bs (128-byte padded)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,10 @@ class Tall(Wg3):
     threads = THREADS
     a_box_rows = WAVE_ROWS
     as_map_arg = False
+
+    def ring_bytes(self) -> int:
+        """Wg3's ring on 256-row tiles, with the scale slots beside the stages."""
+        return super().ring_bytes() + self.stages * SLOT_BYTES
 
     def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
         """The ring and the two warpgroups' TMA-store staging (64 rows each; both waves reuse it)."""

@@ -14,7 +14,12 @@
 // stage is released after the last wave's wait. A wave whose 64 rows all lie past where the tile
 // may store (its group's end, or M) issues nothing, and the stage's upper 128-row A box is loaded
 // only where a stored row lies in it (a 129-192 row expert costs 3 waves of MMA, not 4).
-// Registers: 40 for the producer, 232 for each consumer (64 accumulator + 2 x 64 sums),
+// Scales: a warp of the producer warpgroup (the scale warp) loads each stage's As column (a float
+// per tile row) and Bs value from global memory into a slot beside the stage and arrives on the
+// stage's full barrier with the TMA producer, so the consumers read their scales from shared
+// memory right after the barrier: no global loads or pointer steps in the K loop (without the
+// scale loads the K loop ran 9% faster at 8192 x 8192 x 4096, bench/NOTES.md). Any As layout.
+// Registers: 40 for the producer warpgroup, 232 for each consumer (64 accumulator + 2 x 64 sums),
 // 40 * 128 + 232 * 256 = 64512 of the CTA's 65536.
 // The dispatcher does not pick it by itself yet; callers force it with config= (dispatch/tall.py).
 #include "common/pipeline.cuh"
@@ -38,9 +43,16 @@ constexpr uint32_t kNumThreads = kWarpgroupThreads * (1 + kConsumers);
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
+constexpr uint32_t kSlotFloats = BLOCK_M + 32;                 // a stage's As column, then Bs (128-byte padded)
+constexpr uint32_t kScaleWarp = 2;                             // of the producer warpgroup (the TMA thread: warp 1)
+constexpr uint32_t kScaleRowsPerLane = BLOCK_M / 32;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kConsumers
                   <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
 enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
+template <bool V>
+struct Flag {                                   // a bool as a type: a generic lambda's constant
+    static constexpr bool value = V;
+};
 }  // namespace tall
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore,
@@ -69,8 +81,9 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
     constexpr uint32_t kBoxBytes = kWaveRows * BLOCK_K;            // 16 KiB: one A box
     constexpr uint32_t SMEM_A_PER_STAGE = kWaves * kBoxBytes;      // 32 KiB
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
-    // [A stages | B stages | C staging | full bars | empty bars | grouped: tile prefix [G + 1]]
-    using SmemLayout = RingSmem<SMEM_A_PER_STAGE, SMEM_B_PER_STAGE, kNumStages, kTmaStore ? kConsumers * Staging::kBytes : 0>;
+    // [A stages | B stages | C staging | scale slots | full bars | empty bars | grouped: tile prefix [G + 1]]
+    using SmemLayout = RingSmem<SMEM_A_PER_STAGE, SMEM_B_PER_STAGE, kNumStages, kTmaStore ? kConsumers * Staging::kBytes : 0,
+                                kNumStages * kSlotFloats * 4>;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
     Mbarrier* full_bar = smem.full_bar;
@@ -86,7 +99,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
     constexpr uint32_t kProducerThread = 32;
     if (!kGrouped && warpgroup_idx == 0) setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0)
-        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4);
+        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4, 2);
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     const auto make_scheduler = [&]() {
         const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
@@ -144,6 +157,37 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                     tma_load_2d(smem.b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
                 }
             }
+        } else if (warp_idx == kScaleWarp) {
+            // The scale warp: lane l loads tile rows l, l + 32, ... (clamped to a row the tile
+            // stores: the others are never stored) and lane 0 the tile's Bs, for every stage in
+            // the producer's order; the loads of a stage run while the consumers compute earlier
+            // stages (the ring's depth ahead).
+            const auto sched = make_scheduler();
+            PipelineState<kNumStages> pipe;
+            uint32_t loads = 0;
+            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+                const WorkUnit w = sched.unit(u);
+                const TileRows t = tile_rows(w);
+                const uint32_t last_row = min(t.row_end, M) - 1;
+                const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
+                                  static_cast<int64_t>(t.group) * sb_stride_g;
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe, ++loads) {
+                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    float v[kScaleRowsPerLane];
+#pragma unroll
+                    for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) {
+                        const uint32_t row = min(t.row_base + lane_idx + 32 * j, last_row);
+                        v[j] = __ldg(a_scale + static_cast<int64_t>(row) * sa_stride_m + static_cast<int64_t>(kb) * sa_stride_k);
+                    }
+                    const float vb = lane_idx == 0 ? __ldg(pb + static_cast<int64_t>(kb) * sb_stride_k) : 0.0f;
+                    float* slot = smem.hold + pipe.stage * kSlotFloats;
+#pragma unroll
+                    for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) slot[lane_idx + 32 * j] = v[j];
+                    if (lane_idx == 0) slot[BLOCK_M] = vb;
+                    __syncwarp();
+                    if (lane_idx == 0) mbarrier_arrive(&full_bar[pipe.stage]);     // releases the slot's stores
+                }
+            }
         }
     } else {
         // ================================ consumers ===============================
@@ -175,21 +219,8 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 continue;
             }
             const bool live1 = wg_row1 < row_limit;
-            const uint32_t r00 = row_base + row_in_wave, r01 = r00 + 8;     // wave 0's rows
-            const uint32_t r10 = r00 + kWaveRows, r11 = r01 + kWaveRows;     // wave 1's
+            const uint32_t r00 = row_base + row_in_wave, r10 = r00 + kWaveRows;   // each wave's first row
             const uint32_t col0 = w.n_block * BLOCK_N + 2 * (lane_idx % 4);
-            // Scale reads clamp to a row the tile stores (rows past it are never stored).
-            const auto scale_row = [&](uint32_t r) {
-                return a_scale + static_cast<int64_t>(min(r, row_limit - 1)) * sa_stride_m +
-                       static_cast<int64_t>(w.kb_begin) * sa_stride_k;
-            };
-            const float* pa00 = scale_row(r00);
-            const float* pa01 = scale_row(r01);
-            const float* pa10 = scale_row(r10);
-            const float* pa11 = scale_row(r11);
-            const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
-                              static_cast<int64_t>(w.kb_begin) * sb_stride_k + static_cast<int64_t>(t.group) * sb_stride_g;
-            float a00 = *pa00, a01 = *pa01, a10 = *pa10, a11 = *pa11, b0 = *pb;
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) {
                 total0[i] = 0.0f;
@@ -207,41 +238,40 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 wgmma_wait<0>();
                 wgmma_fence_operands(accum);
             };
-            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                // Next block's scales, one block ahead (the pointers stay on the last block).
-                const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
-                pa00 += step * sa_stride_k;
-                pa01 += step * sa_stride_k;
-                pa10 += step * sa_stride_k;
-                pa11 += step * sa_stride_k;
-                pb += step * sb_stride_k;
-                const float na00 = *pa00, na01 = *pa01, na10 = *pa10, na11 = *pa11, nb0 = *pb;
-                const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
-                mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
-                const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
-                const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
-                mma_block(lo_a, lo_b);
-                if (!live1) {
-                    __syncwarp();
-                    mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
-                }
-                const float s00 = a00 * b0, s01 = a01 * b0;
+            // The K loop, once per wave count: a live-wave test inside the loop cost 9% at 8192 x
+            // 8192 x 4096 (ptxas spread the wgmma issue around the branch, bench/NOTES.md).
+            const auto k_loop = [&](auto both) {
+                constexpr bool kBoth = decltype(both)::value;
+                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
+                    mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                    // This block's scales, read before the stage is released.
+                    const float* slot = smem.hold + stage * kSlotFloats;
+                    const float b0 = slot[BLOCK_M];
+                    const float a00 = slot[row_in_wave], a01 = slot[row_in_wave + 8];
+                    const float a10 = slot[row_in_wave + kWaveRows], a11 = slot[row_in_wave + kWaveRows + 8];
+                    const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
+                    const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
+                    mma_block(lo_a, lo_b);
+                    if constexpr (!kBoth) {
+                        __syncwarp();
+                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                    }
+                    const float s00 = a00 * b0, s01 = a01 * b0;
 #pragma unroll
-                for (int i = 0; i < Mma::kNumAccum; ++i) total0[i] += accum[i] * (((i >> 1) & 1) ? s01 : s00);
-                if (live1) {
-                    mma_block(lo_a + kWave1Lo, lo_b);
-                    __syncwarp();
-                    mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
-                    const float s10 = a10 * b0, s11 = a11 * b0;
+                    for (int i = 0; i < Mma::kNumAccum; ++i) total0[i] += accum[i] * (((i >> 1) & 1) ? s01 : s00);
+                    if constexpr (kBoth) {
+                        mma_block(lo_a + kWave1Lo, lo_b);
+                        __syncwarp();
+                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                        const float s10 = a10 * b0, s11 = a11 * b0;
 #pragma unroll
-                    for (int i = 0; i < Mma::kNumAccum; ++i) total1[i] += accum[i] * (((i >> 1) & 1) ? s11 : s10);
+                        for (int i = 0; i < Mma::kNumAccum; ++i) total1[i] += accum[i] * (((i >> 1) & 1) ? s11 : s10);
+                    }
                 }
-                a00 = na00;
-                a01 = na01;
-                a10 = na10;
-                a11 = na11;
-                b0 = nb0;
-            }
+            };
+            if (live1) k_loop(tall::Flag<true>{});
+            else k_loop(tall::Flag<false>{});
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----
             if constexpr (kTmaStore) {
                 uint8_t* stage = smem.staging + math_wg * Staging::kBytes;

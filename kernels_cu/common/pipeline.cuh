@@ -71,18 +71,19 @@ struct RingSmem {
 
 /// For thread 0 of a CTA with one TMA producer thread: prefetch the tensor maps (C's only where
 /// the epilogue stores through TMA) and initialise the ring: each full barrier expects the
-/// producer's one arrival (plus the TMA bytes), each empty barrier one arrival per consumer warp.
+/// producer's one arrival (plus the TMA bytes) and ``fillers`` - 1 more (other threads that fill
+/// part of each stage), each empty barrier one arrival per consumer warp.
 /// The caller synchronises the CTA before any thread uses the barriers.
 template <uint32_t kNumStages, bool kTmaStore>
 __device__ __forceinline__ void init_tma_ring(const TmaDescriptor* tmap_a, const TmaDescriptor* tmap_b,
                                               const TmaDescriptor* tmap_c, Mbarrier* full_bar, Mbarrier* empty_bar,
-                                              uint32_t consumer_warps) {
+                                              uint32_t consumer_warps, uint32_t fillers = 1) {
     prefetch_tensormap(tmap_a);
     prefetch_tensormap(tmap_b);
     if constexpr (kTmaStore) prefetch_tensormap(tmap_c);
 #pragma unroll
     for (uint32_t s = 0; s < kNumStages; ++s) {
-        mbarrier_init(&full_bar[s], 1);
+        mbarrier_init(&full_bar[s], fillers);
         mbarrier_init(&empty_bar[s], consumer_warps);
     }
     fence_mbarrier_init();
