@@ -44,8 +44,10 @@ constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 constexpr uint32_t kSlotFloats = BLOCK_M + 32;                 // a stage's As column, then Bs (128-byte padded)
-constexpr uint32_t kScaleWarp = 2;                             // of the producer warpgroup (the TMA thread: warp 1)
+constexpr uint32_t kScaleWarps = 3;                            // the producer warpgroup's warps but the TMA thread's
 constexpr uint32_t kScaleRowsPerLane = BLOCK_M / 32;
+// NOTES: the scales by slots (true) or by each consumer's own global loads one block ahead.
+constexpr bool kScaleSlots = true;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kConsumers
                   <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
 enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
@@ -99,7 +101,8 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
     constexpr uint32_t kProducerThread = 32;
     if (!kGrouped && warpgroup_idx == 0) setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0)
-        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4, 2);
+        init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4,
+                                             kScaleSlots ? 2 : 1);
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     const auto make_scheduler = [&]() {
         const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
@@ -157,11 +160,13 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                     tma_load_2d(smem.b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
                 }
             }
-        } else if (warp_idx == kScaleWarp) {
-            // The scale warp: lane l loads tile rows l, l + 32, ... (clamped to a row the tile
-            // stores: the others are never stored) and lane 0 the tile's Bs, for every stage in
-            // the producer's order; the loads of a stage run while the consumers compute earlier
-            // stages (the ring's depth ahead).
+        } else if (kScaleSlots && warp_idx != kProducerThread / 32) {
+            // The scale warps (0, 2, 3): K block i of this CTA's walk (the producer's order) is
+            // warp i % 3's, whose lane l loads tile rows l, l + 32, ... (clamped to a row the tile
+            // stores: the others are never stored) and lane 0 the tile's Bs, before waiting for
+            // the stage to empty. NOTES: one warp for every stage ran the loop 40% slower: each
+            // stage waited for a round trip of its loads (bench/NOTES.md).
+            const uint32_t mine = warp_idx == 0 ? 0u : warp_idx - 1;
             const auto sched = make_scheduler();
             PipelineState<kNumStages> pipe;
             uint32_t loads = 0;
@@ -172,7 +177,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
                                   static_cast<int64_t>(t.group) * sb_stride_g;
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe, ++loads) {
-                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    if (loads % kScaleWarps != mine) continue;
                     float v[kScaleRowsPerLane];
 #pragma unroll
                     for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) {
@@ -180,6 +185,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                         v[j] = __ldg(a_scale + static_cast<int64_t>(row) * sa_stride_m + static_cast<int64_t>(kb) * sa_stride_k);
                     }
                     const float vb = lane_idx == 0 ? __ldg(pb + static_cast<int64_t>(kb) * sb_stride_k) : 0.0f;
+                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
                     float* slot = smem.hold + pipe.stage * kSlotFloats;
 #pragma unroll
                     for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) slot[lane_idx + 32 * j] = v[j];
@@ -242,14 +248,40 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
             // 8192 x 4096 (ptxas spread the wgmma issue around the branch, bench/NOTES.md).
             const auto k_loop = [&](auto both) {
                 constexpr bool kBoth = decltype(both)::value;
+                // Scales by loads (not kScaleSlots): each one block ahead, clamped to a row the
+                // tile stores; the pointers stay on the unit's last block.
+                const auto scale_row = [&](uint32_t r) {
+                    return a_scale + static_cast<int64_t>(min(r, row_limit - 1)) * sa_stride_m +
+                           static_cast<int64_t>(w.kb_begin) * sa_stride_k;
+                };
+                const float* pa00 = scale_row(r00);
+                const float* pa01 = scale_row(r00 + 8);
+                const float* pa10 = scale_row(r10);
+                const float* pa11 = scale_row(r10 + 8);
+                const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
+                                  static_cast<int64_t>(w.kb_begin) * sb_stride_k + static_cast<int64_t>(t.group) * sb_stride_g;
+                float la00 = 0.0f, la01 = 0.0f, la10 = 0.0f, la11 = 0.0f, lb0 = 0.0f;
+                if constexpr (!kScaleSlots) { la00 = *pa00; la01 = *pa01; la10 = *pa10; la11 = *pa11; lb0 = *pb; }
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                    float na00 = 0.0f, na01 = 0.0f, na10 = 0.0f, na11 = 0.0f, nb0 = 0.0f;
+                    if constexpr (!kScaleSlots) {
+                        const int64_t step = kb + 1 < w.kb_end ? 1 : 0;
+                        pa00 += step * sa_stride_k;
+                        pa01 += step * sa_stride_k;
+                        pa10 += step * sa_stride_k;
+                        pa11 += step * sa_stride_k;
+                        pb += step * sb_stride_k;
+                        na00 = *pa00; na01 = *pa01; na10 = *pa10; na11 = *pa11; nb0 = *pb;
+                    }
                     const uint32_t stage = __shfl_sync(0xffffffffu, pipe.stage, 0);
                     mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
                     // This block's scales, read before the stage is released.
                     const float* slot = smem.hold + stage * kSlotFloats;
-                    const float b0 = slot[BLOCK_M];
-                    const float a00 = slot[row_in_wave], a01 = slot[row_in_wave + 8];
-                    const float a10 = slot[row_in_wave + kWaveRows], a11 = slot[row_in_wave + kWaveRows + 8];
+                    const float b0 = kScaleSlots ? slot[BLOCK_M] : lb0;
+                    const float a00 = kScaleSlots ? slot[row_in_wave] : la00;
+                    const float a01 = kScaleSlots ? slot[row_in_wave + 8] : la01;
+                    const float a10 = kScaleSlots ? slot[row_in_wave + kWaveRows] : la10;
+                    const float a11 = kScaleSlots ? slot[row_in_wave + kWaveRows + 8] : la11;
                     const uint32_t lo_a = lo_a0 + stage * (SMEM_A_PER_STAGE >> 4);
                     const uint32_t lo_b = lo_b0 + stage * (SMEM_B_PER_STAGE >> 4);
                     mma_block(lo_a, lo_b);
@@ -268,6 +300,11 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
 #pragma unroll
                         for (int i = 0; i < Mma::kNumAccum; ++i) total1[i] += accum[i] * (((i >> 1) & 1) ? s11 : s10);
                     }
+                    la00 = na00;
+                    la01 = na01;
+                    la10 = na10;
+                    la11 = na11;
+                    lb0 = nb0;
                 }
             };
             if (live1) k_loop(tall::Flag<true>{});

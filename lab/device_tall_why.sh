@@ -9,9 +9,13 @@ if [ -n "$DG" ]; then . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&
 if [ -n "$TESTS" ]; then
   timeout 200 python3 -m pytest -q -x tests/test_matmul_tall.py > "$OUT/tests.log" 2>&1; echo "tests rc=$?"; tail -2 "$OUT/tests.log"
 fi
-for p in ${PATCHES:-none noscale none}; do
+for p in ${PATCHES:-none loads none}; do
   PATCH=$p timeout 150 python3 lab/tall_variants.py "$OUT/var_$p.json" 2>&1 | grep -v Warn | grep -v warn_once | tee -a "$OUT/variants.log"
 done
+if [ -n "$SUITE" ]; then
+  timeout ${SUITE_S:-320} python3 -m pytest -q tests --ignore=tests/test_kernels_compile.py -p no:cacheprovider \
+    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; tail -4 "$OUT/suite.log"
+fi
 [ -n "$NO_NCU" ] && exit 0
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 NCU_PY=$(ls -d /usr/local/cuda/nsight-compute-*/extras/python 2>/dev/null | head -1)

@@ -1,12 +1,13 @@
 """Lab: why the 256-row tiles run slower per FLOP than wg3's 192-row ones (issues 27, 29). The
 tall kernel's source is patched in this process (PATCH, comma-separated; none: as committed):
-  noscale   no scale reads in the K loop (every scale 1.0: the ablation of the scale path)
+  loads     the scales by each consumer's global loads one block ahead (kScaleSlots false)
+            instead of the scale warps' shared-memory slots
   both      both waves always run (dense shapes only: grouped rows past a group would be read)
 and timed against wg3 (and the committed form, when patched, is not in the process: compare the
 tall / wg3 ratio across processes). Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
 fp8_gemm_nt beside them when importable), and V4-Flash L1 (fp32 out, coarse) and L2 (fp16 out) at
 256 rows per expert and 8192 tokens routed uniformly, grouped, against General and Wg3. CUPTI, L2 flushed, median of ITERS rounds in turns.
-Usage: PATCH=noscale python lab/tall_variants.py OUT.json"""
+Usage: PATCH=loads python lab/tall_variants.py OUT.json"""
 import json
 import os
 import sys
@@ -23,10 +24,7 @@ from fp8gemm.grouped import run_grouped
 from fp8gemm.testing import random_case
 
 PATCHES = {
-    "noscale": [("const float b0 = slot[BLOCK_M];", "const float b0 = 1.0f;"),
-                ("const float a00 = slot[row_in_wave], a01 = slot[row_in_wave + 8];", "const float a00 = 1.0f, a01 = 1.0f;"),
-                ("const float a10 = slot[row_in_wave + kWaveRows], a11 = slot[row_in_wave + kWaveRows + 8];",
-                 "const float a10 = 1.0f, a11 = 1.0f;")],
+    "loads": [("constexpr bool kScaleSlots = true;", "constexpr bool kScaleSlots = false;")],
     "both": [("const bool live1 = wg_row1 < row_limit;", "const bool live1 = true;")],
 }
 PATCH = [p for p in os.environ.get("PATCH", "none").split(",") if p != "none"]
