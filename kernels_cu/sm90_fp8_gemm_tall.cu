@@ -44,7 +44,7 @@ constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 constexpr uint32_t kSlotFloats = BLOCK_M + 32;                 // a stage's As column, then Bs (128-byte padded)
-constexpr uint32_t kScaleWarps = 3;                            // the producer warpgroup's warps but the TMA thread's
+constexpr uint32_t kMaxScaleWarps = 3;                         // the producer warpgroup's warps but the TMA thread's
 constexpr uint32_t kScaleRowsPerLane = BLOCK_M / 32;
 // NOTES: the scales by slots (true) or by each consumer's own global loads one block ahead.
 constexpr bool kScaleSlots = true;
@@ -161,12 +161,16 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 }
             }
         } else if (kScaleSlots && warp_idx != kProducerThread / 32) {
-            // The scale warps (0, 2, 3): K block i of this CTA's walk (the producer's order) is
-            // warp i % 3's, whose lane l loads tile rows l, l + 32, ... (clamped to a row the tile
-            // stores: the others are never stored) and lane 0 the tile's Bs, before waiting for
-            // the stage to empty. NOTES: one warp for every stage ran the loop 40% slower: each
-            // stage waited for a round trip of its loads (bench/NOTES.md).
+            // The scale warps (0, 2, 3; as many as stages): K block i of this CTA's walk (the
+            // producer's order) is warp i % kScaleWarps's, whose lane l loads tile rows l, l + 32,
+            // ... (clamped to a row the tile stores: the others are never stored) and lane 0 the
+            // tile's Bs, before waiting for the stage to empty. NOTES: one warp for every stage ran
+            // the loop 40% slower: each stage waited for a round trip of its loads
+            // (bench/NOTES.md). No more warps than stages: a warp's parity wait on a stage's empty
+            // barrier must never be two phases ahead of it.
+            constexpr uint32_t kScaleWarps = kNumStages < kMaxScaleWarps ? kNumStages : kMaxScaleWarps;
             const uint32_t mine = warp_idx == 0 ? 0u : warp_idx - 1;
+            if (mine >= kScaleWarps) return;
             const auto sched = make_scheduler();
             PipelineState<kNumStages> pipe;
             uint32_t loads = 0;
