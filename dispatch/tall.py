@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .general import staging_bytes
-from .variant import DEFAULT_NUM_SMS, GemmDesc
+from .variant import DEFAULT_NUM_SMS, FLAG, GemmDesc
 from .wg3 import Wg3
 
 BLOCK_M = 256
@@ -25,10 +25,12 @@ SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warp's As column and Bs
 
 @dataclass(frozen=True)
 class Tall(Wg3):
-    """256 x block_n tiles, ``stages`` ring buffers, tile rows rastered in groups of ``group_m``."""
+    """256 x block_n tiles, ``stages`` ring buffers, tile rows rastered in groups of ``group_m``,
+    the scales by ``scale_slots`` (1) or by the consumers' loads (0)."""
 
     variant = "sm90_fp8_gemm_tall"
     stages: int = STAGES
+    scale_slots: int = 1          # 1: scales through the scale warps' slots; 0: the consumers' own loads
 
     block_m = BLOCK_M
     threads = THREADS
@@ -42,6 +44,18 @@ class Tall(Wg3):
     def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
         """The ring and the two warpgroups' TMA-store staging (64 rows each; both waves reuse it)."""
         return self.ring_bytes() + staging_bytes(self.block_n, out_dtype, WAVE_ROWS)
+
+    def knobs_valid(self, desc: GemmDesc) -> bool:
+        return super().knobs_valid(desc) and self.scale_slots in (0, 1)
+
+    def template_args(self, out_dtype: str, tma_store: bool, grouped: bool) -> tuple:
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kScaleSlots]]> (the
+        defaulted ones named only when set)."""
+        head = Wg3.template_args(self, out_dtype, tma_store, grouped)
+        return head if self.scale_slots else head[:5] + (FLAG[grouped], "false")
+
+    def label(self) -> str:
+        return super().label() + ("" if self.scale_slots else " loads")
 
     def as_slots(self, p) -> bool:
         """No As slots: the scales are loaded by the consumers."""

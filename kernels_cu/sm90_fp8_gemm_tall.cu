@@ -14,7 +14,7 @@
 // stage is released after the last wave's wait. A wave whose 64 rows all lie past where the tile
 // may store (its group's end, or M) issues nothing, and the stage's upper 128-row A box is loaded
 // only where a stored row lies in it (a 129-192 row expert costs 3 waves of MMA, not 4).
-// Scales: a warp of the producer warpgroup (the scale warp) loads each stage's As column (a float
+// Scales (kScaleSlots): warps of the producer warpgroup (the scale warps) load each stage's As column (a float
 // per tile row) and Bs value from global memory into a slot beside the stage and arrives on the
 // stage's full barrier with the TMA producer, so the consumers read their scales from shared
 // memory right after the barrier: no global loads or pointer steps in the K loop (without the
@@ -46,8 +46,6 @@ constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 constexpr uint32_t kSlotFloats = BLOCK_M + 32;                 // a stage's As column, then Bs (128-byte padded)
 constexpr uint32_t kMaxScaleWarps = 3;                         // the producer warpgroup's warps but the TMA thread's
 constexpr uint32_t kScaleRowsPerLane = BLOCK_M / 32;
-// NOTES: the scales by slots (true) or by each consumer's own global loads one block ahead.
-constexpr bool kScaleSlots = true;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kConsumers
                   <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
 enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
@@ -57,8 +55,10 @@ struct Flag {                                   // a bool as a type: a generic l
 };
 }  // namespace tall
 
+// kScaleSlots: the scales from the scale warps' shared-memory slots (above); false: each consumer
+// loads its rows' scales from global memory one K block ahead (the general kernel's way).
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore,
-          bool kGrouped = false>
+          bool kGrouped = false, bool kScaleSlots = true>
 __global__ void __launch_bounds__(tall::kNumThreads, 1)
 sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, 128}
                           const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}

@@ -1,13 +1,12 @@
 """Lab: why the 256-row tiles run slower per FLOP than wg3's 192-row ones (issues 27, 29). The
 tall kernel's source is patched in this process (PATCH, comma-separated; none: as committed):
-  loads     the scales by each consumer's global loads one block ahead (kScaleSlots false)
-            instead of the scale warps' shared-memory slots
   both      both waves always run (dense shapes only: grouped rows past a group would be read)
-and timed against wg3 (and the committed form, when patched, is not in the process: compare the
-tall / wg3 ratio across processes). Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
+and timed against wg3 (the committed form, when patched, is not in the process: compare the
+tall / wg3 ratio across processes); the scales by slots and by the consumers' loads (Tall's
+scale_slots knob) run side by side. Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
 fp8_gemm_nt beside them when importable), and V4-Flash L1 (fp32 out, coarse) and L2 (fp16 out) at
 256 rows per expert and 8192 tokens routed uniformly, grouped, against General and Wg3. CUPTI, L2 flushed, median of ITERS rounds in turns.
-Usage: PATCH=loads python lab/tall_variants.py OUT.json"""
+Usage: PATCH=both python lab/tall_variants.py OUT.json"""
 import json
 import os
 import sys
@@ -24,7 +23,6 @@ from fp8gemm.grouped import run_grouped
 from fp8gemm.testing import random_case
 
 PATCHES = {
-    "loads": [("constexpr bool kScaleSlots = true;", "constexpr bool kScaleSlots = false;")],
     "both": [("const bool live1 = wg_row1 < row_limit;", "const bool live1 = true;")],
 }
 PATCH = [p for p in os.environ.get("PATCH", "none").split(",") if p != "none"]
@@ -49,7 +47,8 @@ def main(out):
     for m, n, k in ((4096, 8192, 4096), (8192, 8192, 4096)):
         case = random_case(m, n, k, seed=1)
         keep.append(case)
-        for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall2", Tall(128, 2, 8))):
+        for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall2", Tall(128, 2, 8)),
+                         ("tall3loads", Tall(128, 3, 8, 0))):
             fns[f"{m}x{n}x{k} {label}"] = (lambda case=case, c=c:
                                             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c))
         try:
@@ -73,7 +72,7 @@ def main(out):
             o = cupy.empty((rows, n), dtype=getattr(cupy, dt))
             keep.append((a, sa, offsets, o))
             for label, c in (("general", General(128, 4 if dt == "float32" else 5, 8)), ("wg3", Wg3(128, 4, 8)),
-                             ("tall", Tall(128, 4, 8))):
+                             ("tall", Tall(128, 4, 8)), ("tallloads", Tall(128, 4, 8, 0))):
                 fns[f"{gemm} {routing} {label}"] = (lambda a=a, w=w, s=s, sa=sa, offsets=offsets, o=o, c=c:
                                                     run_grouped(a, w, sa, s, offsets, "offsets", False, None, o,
                                                                 (128, 128), None, False, config=c))

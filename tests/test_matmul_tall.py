@@ -20,14 +20,15 @@ pytestmark = pytest.mark.gpu
 # with a tail (4100); N and K tails.
 SHAPES = [(1, 128, 128), (64, 256, 256), (100, 136, 400), (129, 256, 1024), (150, 300, 1040), (200, 256, 512),
           (256, 384, 4096), (300, 1000, 1536), (4100, 4096, 4096)]
-CONFIGS = [(128, 3, 8), (128, 2, 1), (64, 4, 8)]      # (block_n, stages, raster group)
+# (block_n, stages, raster group, scale slots): 2 stages run two scale warps, 3 and 4 run three.
+CONFIGS = [(128, 3, 8, 1), (128, 2, 1, 1), (64, 4, 8, 1), (128, 3, 8, 0)]
 
 
-@pytest.mark.parametrize("block_n,stages,group_m", CONFIGS, ids=str)
+@pytest.mark.parametrize("block_n,stages,group_m,slots", CONFIGS, ids=str)
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
-def test_forced_bf16(m, n, k, block_n, stages, group_m):
+def test_forced_bf16(m, n, k, block_n, stages, group_m, slots):
     case = random_case(m, n, k, seed=m + n + k)
-    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Tall(block_n, stages, group_m))
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Tall(block_n, stages, group_m, slots))
     check(out, case)
 
 
@@ -38,13 +39,17 @@ def test_forced_fp16(m, n, k):
     check(out, case, "float16")
 
 
+@pytest.mark.parametrize("slots", [1, 0], ids=["slots", "loads"])
 @pytest.mark.parametrize("m,n,k", [(150, 256, 1024), (300, 1000, 1536), (1000, 512, 4096)], ids=str)
-def test_equals_general_bitwise(m, n, k):
+def test_equals_general_bitwise(m, n, k, slots):
     """The 128-row general tiles at block_n 128 run the same 4 wgmma and the same promotion per
-    K block: the same bits, TMA store (N a multiple of 8) or direct."""
+    K block: the same bits, TMA store (N a multiple of 8) or direct, scales by slots or loads;
+    an M-major As too (read in place by either)."""
     import cupy
     case = random_case(m, n, k, seed=11 + m)
-    got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Tall(128, 3, 8))
+    sa_mmajor = cupy.asfortranarray(case.a_scale)
+    got = fp8gemm.matmul(case.a, case.b, sa_mmajor if slots else case.a_scale, case.b_scale,
+                         config=Tall(128, 3, 8, slots))
     want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=General(128, 4, 8))
     assert bool((cupy.asarray(got).view(cupy.uint16) == cupy.asarray(want).view(cupy.uint16)).all())
 
