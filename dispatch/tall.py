@@ -20,6 +20,7 @@ WAVE_ROWS = 128              # one A box: the rows both consumer warpgroups cove
 THREADS = 384                # producer + two consumer warpgroups
 STAGES = 3                   # the most that fit beside the TMA-store staging at block_n = 128
 GROUPED_STAGES = 4           # the grouped mode stores directly: one more stage fits
+MIN_STAGES = 3               # as many as the scale warps (fewer: two warps, and their loop spilled at 40 registers)
 SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warp's As column and Bs (128-byte padded)
 
 
@@ -46,7 +47,8 @@ class Tall(Wg3):
         return self.ring_bytes() + staging_bytes(self.block_n, out_dtype, WAVE_ROWS)
 
     def knobs_valid(self, desc: GemmDesc) -> bool:
-        return super().knobs_valid(desc) and self.scale_slots in (0, 1)
+        """Wg3's rules, at least MIN_STAGES, and a scale source of the two."""
+        return super().knobs_valid(desc) and self.stages >= MIN_STAGES and self.scale_slots in (0, 1)
 
     def template_args(self, out_dtype: str, tma_store: bool, grouped: bool) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kScaleSlots]]> (the

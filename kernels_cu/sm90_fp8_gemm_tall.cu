@@ -264,6 +264,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 const float* pa11 = scale_row(r10 + 8);
                 const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
                                   static_cast<int64_t>(w.kb_begin) * sb_stride_k + static_cast<int64_t>(t.group) * sb_stride_g;
+                (void)pb;                                     // read only by the loads
                 float la00 = 0.0f, la01 = 0.0f, la10 = 0.0f, la11 = 0.0f, lb0 = 0.0f;
                 if constexpr (!kScaleSlots) { la00 = *pa00; la01 = *pa01; la10 = *pa10; la11 = *pa11; lb0 = *pb; }
                 for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {

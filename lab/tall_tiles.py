@@ -7,7 +7,7 @@ ITERS rounds in turns (bench/timing.py); every contender of a mode in one proces
                   with uniform and skewed routing, and every expert holding 160 / 192 / 256 rows;
                   DeepGEMM's m_grouped_fp8_gemm_nt_contiguous on the bf16 rows when importable
   dense OUT.json  the plain GEMM at large M (bf16 out, K-major As): the dispatcher's choice,
-                  General 128 x 128, Wg3, Tall at 2 and 3 stages, DeepGEMM's fp8_gemm_nt
+                  General 128 x 128, Wg3, Tall (scales by slots and by loads), DeepGEMM's fp8_gemm_nt
   run-moe         each MoE contender once after a warm-up, inside an NVTX range "prof" for ncu
                   (dram__bytes_read.sum against every active expert's weights read once);
                   MODEL_ONLY=flash keeps one model
@@ -92,7 +92,7 @@ def dense_contenders():
         case = random_case(m, n, k, seed=1)
         keep.append(case)
         cfgs = {"default": None, "general": General(128, 5, 8), "wg3": Wg3(128, 3, 8),
-                "tall3": Tall(128, 3, 8), "tall2": Tall(128, 2, 8), "tall3g1": Tall(128, 3, 1)}
+                "tall3": Tall(128, 3, 8), "tall3loads": Tall(128, 3, 8, 0), "tall3g1": Tall(128, 3, 1)}
         for label, c in cfgs.items():
             fns[f"{m}x{n}x{k} {label}"] = (lambda case=case, c=c:
                                             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c))

@@ -47,7 +47,7 @@ def main(out):
     for m, n, k in ((4096, 8192, 4096), (8192, 8192, 4096)):
         case = random_case(m, n, k, seed=1)
         keep.append(case)
-        for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall2", Tall(128, 2, 8)),
+        for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall3g1", Tall(128, 3, 1)),
                          ("tall3loads", Tall(128, 3, 8, 0))):
             fns[f"{m}x{n}x{k} {label}"] = (lambda case=case, c=c:
                                             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c))

@@ -121,14 +121,14 @@ def _instantiations():
                         seen.add((c.variant, c.template_args(dt, store, False, slots_a=True)))
                     if not store and block_n == 128:               # grouped (direct stores)
                         seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
-    for block_n, stages in ((128, 3), (128, 2), (64, 4)):     # the tall kernel: the GPU tests' and lab's
+    for block_n, stages in ((128, 3), (64, 4), (64, 3)):      # the tall kernel: the GPU tests' and lab's
         for dt in ("bfloat16", "float16"):
             for store in (True, False):
                 seen.add(_instance(Tall(block_n, stages, 8), dt, store))
     for block_n, stages in ((128, 4), (128, 3), (64, 4)):     # its grouped mode (direct stores; fp32 coarse)
         for dt in ("bfloat16", "float16", "float32"):
             seen.add(_instance(Tall(block_n, stages, 8), dt, grouped=True))
-    seen.add(_instance(Tall(128, 2, 1), "bfloat16", True))
+    seen.add(_instance(Tall(128, 3, 1), "bfloat16", True))
     for grouped_mode in (False, True):                        # the consumers' own scale loads
         seen.add(_instance(Tall(128, 3, 8, 0), "bfloat16", not grouped_mode, grouped=grouped_mode))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.gpu
 # with a tail (4100); N and K tails.
 SHAPES = [(1, 128, 128), (64, 256, 256), (100, 136, 400), (129, 256, 1024), (150, 300, 1040), (200, 256, 512),
           (256, 384, 4096), (300, 1000, 1536), (4100, 4096, 4096)]
-# (block_n, stages, raster group, scale slots): 2 stages run two scale warps, 3 and 4 run three.
-CONFIGS = [(128, 3, 8, 1), (128, 2, 1, 1), (64, 4, 8, 1), (128, 3, 8, 0)]
+# (block_n, stages, raster group, scale slots)
+CONFIGS = [(128, 3, 8, 1), (128, 3, 1, 1), (64, 4, 8, 1), (128, 3, 8, 0)]
 
 
 @pytest.mark.parametrize("block_n,stages,group_m,slots", CONFIGS, ids=str)
@@ -69,10 +69,12 @@ def test_nan_poisoned_borders(m, n, k, pad):
 
 
 def test_refused():
-    """fp32 out (coarse promotion only), a width the kernel has no instantiation for, and a ring
-    that does not fit beside the TMA-store staging and the scale slots."""
+    """fp32 out (coarse promotion only), a width the kernel has no instantiation for, a ring that
+    does not fit beside the TMA-store staging and the scale slots, and fewer stages than scale
+    warps."""
     case = random_case(64, 128, 256, seed=1)
-    for cfg, dt in ((Tall(), "float32"), (Tall(96, 3, 8), "bfloat16"), (Tall(128, 4, 8), "bfloat16")):
+    for cfg, dt in ((Tall(), "float32"), (Tall(96, 3, 8), "bfloat16"), (Tall(128, 4, 8), "bfloat16"),
+                    (Tall(128, 2, 8), "bfloat16")):
         with pytest.raises(ValueError, match="not valid"):
             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dt, config=cfg)
 
