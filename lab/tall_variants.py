@@ -1,6 +1,7 @@
 """Lab: why the 256-row tiles run slower per FLOP than wg3's 192-row ones (issues 27, 29). The
 tall kernel's source is patched in this process (PATCH, comma-separated; none: as committed):
   both      both waves always run (dense shapes only: grouped rows past a group would be read)
+DENSE_ONLY=1 leaves the grouped shapes out.
 and timed against wg3 (the committed form, when patched, is not in the process: compare the
 tall / wg3 ratio across processes); the scales by slots and by the consumers' loads (Tall's
 scale_slots knob) run side by side. Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
@@ -59,7 +60,7 @@ def main(out):
         except ImportError:                # not built in this process
             pass
     grng = cupy.random.RandomState(5)
-    for gemm, experts, n, k, dt in (("flashL1", 256, 4096, 4096, "float32"), ("flashL2", 256, 4096, 2048, "float16")):
+    for gemm, experts, n, k, dt in () if os.environ.get("DENSE_ONLY") or "both" in PATCH else (("flashL1", 256, 4096, 4096, "float32"), ("flashL2", 256, 4096, 2048, "float16")):
         w = fp8_bytes((experts, n, k), grng)
         s = cupy.full((experts, n // 128, k // 128), 1.0 / (64 * k ** 0.5), dtype=cupy.float32)
         keep.append((w, s))
