@@ -180,4 +180,27 @@ __device__ __forceinline__ TileRows locate_group_tile(uint32_t t, const int32_t*
     return TileRows{first + (t - prefix[lo]) * block_m, first + rows, lo};
 }
 
+/// The token tiles of a kernel whose tiles are BLOCK_M rows of A and C (the wg3 and tall kernels),
+/// plain or grouped: the scheduler over them (grouped: as many row tiles as the prefix holds) and
+/// a unit's rows. ``prefix`` is the shared-memory tile prefix (group_tile_prefix), grouped only.
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kGroupM, bool kGrouped>
+struct RowTileSpace {
+    using Scheduler = TileScheduler<BLOCK_M, BLOCK_N, 128, kGroupM>;
+    const int32_t* groups;
+    const uint32_t* prefix;
+    uint32_t num_groups, group_rows, M, N, K;
+
+    __device__ __forceinline__ Scheduler scheduler() const {
+        return Scheduler(kGrouped ? prefix[num_groups] * BLOCK_M : M, N, K, 1);
+    }
+    /// A unit's first row, where its stores stop (its group's end, or M), and its group.
+    __device__ __forceinline__ TileRows rows(const WorkUnit& w) const {
+        if constexpr (kGrouped) {
+            return locate_group_tile(w.m_block, groups, prefix, num_groups, group_rows, M, BLOCK_M);
+        } else {
+            return TileRows{w.m_block * BLOCK_M, M, 0u};
+        }
+    }
+};
+
 }  // namespace fp8gemm

@@ -104,22 +104,14 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
         init_tma_ring<kNumStages, kTmaStore>(&tmap_a, &tmap_b, &tmap_c, full_bar, empty_bar, kConsumers * 4,
                                              kScaleSlots ? 2 : 1);
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
-    const auto make_scheduler = [&]() {
-        const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
-        return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(token_extent, N, K, 1);
-    };
-    // A unit's first row, where its stores stop (its group's end, or M), and its group.
-    const auto tile_rows = [&](const WorkUnit& w) {
-        if constexpr (kGrouped) {
-            return locate_group_tile(w.m_block, groups, tile_prefix, num_groups, group_rows, M, BLOCK_M);
-        } else {
-            return TileRows{w.m_block * BLOCK_M, M, 0u};
-        }
-    };
+    using Space = RowTileSpace<BLOCK_M, BLOCK_N, kGroupM, kGrouped>;
+    const Space space{groups, tile_prefix, num_groups, group_rows, M, N, K};
+    const auto make_scheduler = [&]() { return space.scheduler(); };
+    const auto tile_rows = [&](const WorkUnit& w) { return space.rows(w); };
     // A unit's loads: its K range, its A boxes' first row, whether the upper box holds a row the
     // tile stores, and its B box's first row.
     struct UnitLoads { WorkUnit w; uint32_t a_row, b_row; bool upper; };
-    const auto unit_loads = [&](const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>& sched, uint32_t u) {
+    const auto unit_loads = [&](const typename Space::Scheduler& sched, uint32_t u) {
         UnitLoads l;
         l.w = sched.unit(u);
         const TileRows t = tile_rows(l.w);
@@ -128,7 +120,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
         l.upper = t.row_base + kWaveRows < min(t.row_end, M);
         return l;
     };
-    TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
+    typename Space::Scheduler producer_sched;
     UnitLoads producer_first;
     producer_early_start<!kGrouped>(warp_idx == kProducerThread / 32, producer_sched, producer_first, make_scheduler,
                                     unit_loads);
@@ -139,27 +131,16 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
         if constexpr (kGrouped) setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == kProducerThread) {
             if constexpr (kGrouped) producer_sched = make_scheduler();
-            const auto& sched = producer_sched;
-            PipelineState<kNumStages> pipe;
-            uint32_t loads = 0;                            // stages filled so far
-            UnitLoads l = producer_first;
-            if constexpr (kGrouped) {
-                if (blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
-            }
-            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
-                if (u != blockIdx.x) l = unit_loads(sched, u);
-                const uint32_t bytes = (l.upper ? 2u : 1u) * kBoxBytes + SMEM_B_PER_STAGE;
-                for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
-                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
-                    Mbarrier* bar = &full_bar[pipe.stage];
-                    mbarrier_arrive_expect_tx(bar, bytes);
-                    uint8_t* a_stage = smem.a + pipe.stage * SMEM_A_PER_STAGE;
-                    // Rows past M are zero-filled by TMA and never stored.
-                    tma_load_2d(a_stage, &tmap_a, bar, kb * BLOCK_K, l.a_row);
-                    if (l.upper) tma_load_2d(a_stage + kBoxBytes, &tmap_a, bar, kb * BLOCK_K, l.a_row + kWaveRows);
-                    tma_load_2d(smem.b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
-                }
-            }
+            // Rows past M are zero-filled by TMA and never stored.
+            producer_walk<kNumStages, !kGrouped>(producer_sched, producer_first, unit_loads, empty_bar,
+                                                 [&](const UnitLoads& l, uint32_t kb, uint32_t stage) {
+                Mbarrier* bar = &full_bar[stage];
+                mbarrier_arrive_expect_tx(bar, (l.upper ? 2u : 1u) * kBoxBytes + SMEM_B_PER_STAGE);
+                uint8_t* a_stage = smem.a + stage * SMEM_A_PER_STAGE;
+                tma_load_2d(a_stage, &tmap_a, bar, kb * BLOCK_K, l.a_row);
+                if (l.upper) tma_load_2d(a_stage + kBoxBytes, &tmap_a, bar, kb * BLOCK_K, l.a_row + kWaveRows);
+                tma_load_2d(smem.b + stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
+            });
         } else if (kScaleSlots && warp_idx != kProducerThread / 32) {
             // The scale warps (0, 2, 3; as many as stages): K block i of this CTA's walk (the
             // producer's order) is warp i % kScaleWarps's, whose lane l loads tile rows l, l + 32,

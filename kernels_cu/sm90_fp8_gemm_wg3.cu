@@ -92,21 +92,13 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         if constexpr (kSlotsA) prefetch_tensormap(&tmap_sa);
     }
     if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
-    const auto make_scheduler = [&]() {
-        const uint32_t token_extent = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
-        return TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>(token_extent, N, K, 1);
-    };
-    // A unit's first row, where its stores stop (its group's end, or M), and its group.
-    const auto tile_rows = [&](const WorkUnit& w) {
-        if constexpr (kGrouped) {
-            return locate_group_tile(w.m_block, groups, tile_prefix, num_groups, group_rows, M, BLOCK_M);
-        } else {
-            return TileRows{w.m_block * BLOCK_M, M, 0u};
-        }
-    };
+    using Space = RowTileSpace<BLOCK_M, BLOCK_N, kGroupM, kGrouped>;
+    const Space space{groups, tile_prefix, num_groups, group_rows, M, N, K};
+    const auto make_scheduler = [&]() { return space.scheduler(); };
+    const auto tile_rows = [&](const WorkUnit& w) { return space.rows(w); };
     // A unit's loads: its K range, its A box's first row and its B box's.
     struct UnitLoads { WorkUnit w; uint32_t a_row, b_row; };
-    const auto unit_loads = [&](const TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM>& sched, uint32_t u) {
+    const auto unit_loads = [&](const typename Space::Scheduler& sched, uint32_t u) {
         UnitLoads l;
         l.w = sched.unit(u);
         const TileRows t = tile_rows(l.w);
@@ -114,7 +106,7 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         l.b_row = t.group * N + l.w.n_block * BLOCK_N;
         return l;
     };
-    TileScheduler<BLOCK_M, BLOCK_N, BLOCK_K, kGroupM> producer_sched;
+    typename Space::Scheduler producer_sched;
     UnitLoads producer_first;
     producer_early_start<!kGrouped>(warp_idx == kProducerThread / 32, producer_sched, producer_first, make_scheduler,
                                     unit_loads);
@@ -125,30 +117,17 @@ sm90_fp8_gemm_wg3_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M
         if constexpr (kGrouped) setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == kProducerThread) {
             if constexpr (kGrouped) producer_sched = make_scheduler();
-            const auto& sched = producer_sched;
-            PipelineState<kNumStages> pipe;
-            uint32_t loads = 0;                            // stages filled so far
-            // The first unit's loads come from before the CTA sync (grouped: located here); each
-            // next unit's are located after the previous unit's last load.
-            UnitLoads l = producer_first;
-            if constexpr (kGrouped) {
-                if (blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
-            }
-            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
-                if (u != blockIdx.x) l = unit_loads(sched, u);
-                for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
-                    // The ring's first round needs no wait: every stage starts empty.
-                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
-                    Mbarrier* bar = &full_bar[pipe.stage];
-                    mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE + kSlotBytes);
-                    // NOTES: a box past M is zero-filled by TMA (slowly, bench/NOTES.md; the
-                    // general kernel moves such boxes up, this kernel does not).
-                    tma_load_2d(smem_a + pipe.stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
-                    tma_load_2d(smem_b + pipe.stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
-                    // Rows past M are out of the map: zero, and never stored.
-                    if constexpr (kSlotsA) tma_load_2d(smem.hold + pipe.stage * BLOCK_M, &tmap_sa, bar, l.a_row, kb);
-                }
-            }
+            // NOTES: a box past M is zero-filled by TMA (slowly, bench/NOTES.md; the general
+            // kernel moves such boxes up, this kernel does not); rows past M are out of the As map
+            // too: zero, and never stored.
+            producer_walk<kNumStages, !kGrouped>(producer_sched, producer_first, unit_loads, empty_bar,
+                                                 [&](const UnitLoads& l, uint32_t kb, uint32_t stage) {
+                Mbarrier* bar = &full_bar[stage];
+                mbarrier_arrive_expect_tx(bar, SMEM_A_PER_STAGE + SMEM_B_PER_STAGE + kSlotBytes);
+                tma_load_2d(smem_a + stage * SMEM_A_PER_STAGE, &tmap_a, bar, kb * BLOCK_K, l.a_row);
+                tma_load_2d(smem_b + stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
+                if constexpr (kSlotsA) tma_load_2d(smem.hold + stage * BLOCK_M, &tmap_sa, bar, l.a_row, kb);
+            });
         }
     } else {
         // ================================ consumers ===============================

@@ -107,6 +107,29 @@ __device__ __forceinline__ void producer_early_start(bool is_producer, Sched& sc
     }
 }
 
+/// The TMA producer thread's walk over its CTA's units (blockIdx.x, + gridDim.x, ...) and their
+/// K blocks: it waits for each stage to empty (not in the ring's first round: every stage starts
+/// empty) and calls load_stage(loads of the unit, K block, stage) to fill it. ``first``: the first
+/// unit's loads where producer_early_start located them (kEarly), else they are located here; each
+/// next unit's after the previous unit's last load.
+template <uint32_t kNumStages, bool kEarly, typename Sched, typename Loads, typename LocateUnit, typename LoadStage>
+__device__ __forceinline__ void producer_walk(const Sched& sched, Loads first, const LocateUnit& unit_loads,
+                                              Mbarrier* empty_bar, const LoadStage& load_stage) {
+    PipelineState<kNumStages> pipe;
+    uint32_t loads = 0;                            // stages filled so far
+    Loads l = first;
+    if constexpr (!kEarly) {
+        if (blockIdx.x < sched.num_units) l = unit_loads(sched, blockIdx.x);
+    }
+    for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+        if (u != blockIdx.x) l = unit_loads(sched, u);
+        for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
+            if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+            load_stage(l, kb, pipe.stage);
+        }
+    }
+}
+
 /// A consumer warpgroup with nothing to compute or store in a unit: it still takes each of the
 /// unit's stages in turn and hands it back (the empty barrier counts every consumer warp).
 /// kOrdered: the other warpgroups pass the order barrier once per K block, so this one does too.
