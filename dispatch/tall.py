@@ -27,11 +27,13 @@ SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warp's As column and Bs
 @dataclass(frozen=True)
 class Tall(Wg3):
     """256 x block_n tiles, ``stages`` ring buffers, tile rows rastered in groups of ``group_m``,
-    the scales by ``scale_slots`` (1) or by the consumers' loads (0)."""
+    the scales by ``scale_slots`` (1) or by the consumers' loads (0), the K loop per wave count
+    (``one_loop`` 0) or one loop running both waves always (1)."""
 
     variant = "sm90_fp8_gemm_tall"
     stages: int = STAGES
     scale_slots: int = 1          # 1: scales through the scale warps' slots; 0: the consumers' own loads
+    one_loop: int = 0             # 1: one K loop, both waves always (a dead wave computed, not stored)
 
     block_m = BLOCK_M
     threads = THREADS
@@ -48,16 +50,19 @@ class Tall(Wg3):
 
     def knobs_valid(self, desc: GemmDesc) -> bool:
         """Wg3's rules, at least MIN_STAGES, and a scale source of the two."""
-        return super().knobs_valid(desc) and self.stages >= MIN_STAGES and self.scale_slots in (0, 1)
+        return (super().knobs_valid(desc) and self.stages >= MIN_STAGES and self.scale_slots in (0, 1)
+                and self.one_loop in (0, 1))
 
     def template_args(self, out_dtype: str, tma_store: bool, grouped: bool) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kScaleSlots]]> (the
-        defaulted ones named only when set)."""
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kScaleSlots[, kOneLoop]]]>
+        (the defaulted ones named only when set)."""
         head = Wg3.template_args(self, out_dtype, tma_store, grouped)
+        if self.one_loop:
+            return head[:5] + (FLAG[grouped], FLAG[bool(self.scale_slots)], "true")
         return head if self.scale_slots else head[:5] + (FLAG[grouped], "false")
 
     def label(self) -> str:
-        return super().label() + ("" if self.scale_slots else " loads")
+        return super().label() + ("" if self.scale_slots else " loads") + (" one-loop" if self.one_loop else "")
 
     def as_slots(self, p) -> bool:
         """No As slots: the scales are loaded by the consumers."""

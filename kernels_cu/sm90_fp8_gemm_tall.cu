@@ -57,8 +57,10 @@ struct Flag {                                   // a bool as a type: a generic l
 
 // kScaleSlots: the scales from the scale warps' shared-memory slots (above); false: each consumer
 // loads its rows' scales from global memory one K block ahead (the general kernel's way).
+// kOneLoop: one K loop that always runs both waves (a dead wave's MMA is done and not stored, the
+// upper A box always loaded), against the two loops chosen per tile (bench/NOTES.md asks which).
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kTmaStore,
-          bool kGrouped = false, bool kScaleSlots = true>
+          bool kGrouped = false, bool kScaleSlots = true, bool kOneLoop = false>
 __global__ void __launch_bounds__(tall::kNumThreads, 1)
 sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, 128}
                           const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -117,7 +119,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
         const TileRows t = tile_rows(l.w);
         l.a_row = t.row_base;
         l.b_row = t.group * N + l.w.n_block * BLOCK_N;
-        l.upper = t.row_base + kWaveRows < min(t.row_end, M);
+        l.upper = kOneLoop || t.row_base + kWaveRows < min(t.row_end, M);
         return l;
     };
     typename Space::Scheduler producer_sched;
@@ -293,7 +295,7 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                     lb0 = nb0;
                 }
             };
-            if (live1) k_loop(tall::Flag<true>{});
+            if (kOneLoop || live1) k_loop(tall::Flag<true>{});
             else k_loop(tall::Flag<false>{});
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----
             if constexpr (kTmaStore) {

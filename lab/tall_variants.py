@@ -3,8 +3,8 @@ tall kernel's source is patched in this process (PATCH, comma-separated; none: a
   both      both waves always run (dense shapes only: grouped rows past a group would be read)
 DENSE_ONLY=1 leaves the grouped shapes out.
 and timed against wg3 (the committed form, when patched, is not in the process: compare the
-tall / wg3 ratio across processes); the scales by slots and by the consumers' loads (Tall's
-scale_slots knob) run side by side. Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
+tall / wg3 ratio across processes); Tall's knobs run side by side: the scales by slots and by
+the consumers' loads (scale_slots), the K loop per wave count and one loop (one_loop). Shapes: dense bf16 at 4096 / 8192 rows (DeepGEMM's
 fp8_gemm_nt beside them when importable), and V4-Flash L1 (fp32 out, coarse) and L2 (fp16 out) at
 256 rows per expert and 8192 tokens routed uniformly, grouped, against General and Wg3. CUPTI, L2 flushed, median of ITERS rounds in turns.
 Usage: PATCH=both python lab/tall_variants.py OUT.json"""
@@ -49,7 +49,7 @@ def main(out):
         case = random_case(m, n, k, seed=1)
         keep.append(case)
         for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall3g1", Tall(128, 3, 1)),
-                         ("tall3loads", Tall(128, 3, 8, 0))):
+                         ("tall3loads", Tall(128, 3, 8, 0)), ("tall3oneloop", Tall(128, 3, 8, 1, 1))):
             fns[f"{m}x{n}x{k} {label}"] = (lambda case=case, c=c:
                                             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c))
         try:
@@ -73,7 +73,8 @@ def main(out):
             o = cupy.empty((rows, n), dtype=getattr(cupy, dt))
             keep.append((a, sa, offsets, o))
             for label, c in (("general", General(128, 4 if dt == "float32" else 5, 8)), ("wg3", Wg3(128, 4, 8)),
-                             ("tall", Tall(128, 4, 8)), ("tallloads", Tall(128, 4, 8, 0))):
+                             ("tall", Tall(128, 4, 8)), ("tallloads", Tall(128, 4, 8, 0)),
+                             ("talloneloop", Tall(128, 4, 8, 1, 1))):
                 fns[f"{gemm} {routing} {label}"] = (lambda a=a, w=w, s=s, sa=sa, offsets=offsets, o=o, c=c:
                                                     run_grouped(a, w, sa, s, offsets, "offsets", False, None, o,
                                                                 (128, 128), None, False, config=c))

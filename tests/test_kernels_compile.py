@@ -129,8 +129,10 @@ def _instantiations():
         for dt in ("bfloat16", "float16", "float32"):
             seen.add(_instance(Tall(block_n, stages, 8), dt, grouped=True))
     seen.add(_instance(Tall(128, 3, 1), "bfloat16", True))
-    for grouped_mode in (False, True):                        # the consumers' own scale loads
+    for grouped_mode in (False, True):                        # the consumers' own scale loads; one loop
         seen.add(_instance(Tall(128, 3, 8, 0), "bfloat16", not grouped_mode, grouped=grouped_mode))
+        seen.add(_instance(Tall(128, 4 if grouped_mode else 3, 8, 1, 1), "bfloat16", not grouped_mode,
+                           grouped=grouped_mode))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths

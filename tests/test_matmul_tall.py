@@ -20,15 +20,16 @@ pytestmark = pytest.mark.gpu
 # with a tail (4100); N and K tails.
 SHAPES = [(1, 128, 128), (64, 256, 256), (100, 136, 400), (129, 256, 1024), (150, 300, 1040), (200, 256, 512),
           (256, 384, 4096), (300, 1000, 1536), (4100, 4096, 4096)]
-# (block_n, stages, raster group, scale slots)
-CONFIGS = [(128, 3, 8, 1), (128, 3, 1, 1), (64, 4, 8, 1), (128, 3, 8, 0)]
+# (block_n, stages, raster group, scale slots, one loop)
+CONFIGS = [(128, 3, 8, 1, 0), (128, 3, 1, 1, 0), (64, 4, 8, 1, 0), (128, 3, 8, 0, 0), (128, 3, 8, 1, 1)]
 
 
-@pytest.mark.parametrize("block_n,stages,group_m,slots", CONFIGS, ids=str)
+@pytest.mark.parametrize("block_n,stages,group_m,slots,one_loop", CONFIGS, ids=str)
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
-def test_forced_bf16(m, n, k, block_n, stages, group_m, slots):
+def test_forced_bf16(m, n, k, block_n, stages, group_m, slots, one_loop):
     case = random_case(m, n, k, seed=m + n + k)
-    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Tall(block_n, stages, group_m, slots))
+    out = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale,
+                         config=Tall(block_n, stages, group_m, slots, one_loop))
     check(out, case)
 
 
@@ -39,9 +40,9 @@ def test_forced_fp16(m, n, k):
     check(out, case, "float16")
 
 
-@pytest.mark.parametrize("slots", [1, 0], ids=["slots", "loads"])
+@pytest.mark.parametrize("slots,one_loop", [(1, 0), (0, 0), (1, 1)], ids=["slots", "loads", "one-loop"])
 @pytest.mark.parametrize("m,n,k", [(150, 256, 1024), (300, 1000, 1536), (1000, 512, 4096)], ids=str)
-def test_equals_general_bitwise(m, n, k, slots):
+def test_equals_general_bitwise(m, n, k, slots, one_loop):
     """The 128-row general tiles at block_n 128 run the same 4 wgmma and the same promotion per
     K block: the same bits, TMA store (N a multiple of 8) or direct, scales by slots or loads;
     an M-major As too (read in place by either)."""
@@ -49,7 +50,7 @@ def test_equals_general_bitwise(m, n, k, slots):
     case = random_case(m, n, k, seed=11 + m)
     sa_mmajor = cupy.asfortranarray(case.a_scale)
     got = fp8gemm.matmul(case.a, case.b, sa_mmajor if slots else case.a_scale, case.b_scale,
-                         config=Tall(128, 3, 8, slots))
+                         config=Tall(128, 3, 8, slots, one_loop))
     want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=General(128, 4, 8))
     assert bool((cupy.asarray(got).view(cupy.uint16) == cupy.asarray(want).view(cupy.uint16)).all())
 
@@ -101,8 +102,10 @@ def test_grouped_contiguous(n, k, out_dtype):
                                                         precise_fp32=precise, config=cfg)
     got = run(Tall(128, 4, 8))
     check_rows(to_cupy_f64(got), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
-    same = run(General(128, 4, 8))
     width = cupy.uint32 if out_dtype == "float32" else cupy.uint16
+    one_loop = run(Tall(128, 4, 8, 1, 1))              # dead waves computed, not stored: the same bits
+    assert bool((cupy.asarray(one_loop).view(width) == cupy.asarray(got).view(width)).all()), "one loop differs"
+    same = run(General(128, 4, 8))
     assert bool((cupy.asarray(got).view(width) == cupy.asarray(same).view(width)).all()), "differs from General"
 
 
