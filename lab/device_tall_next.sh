@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the 256-row tiles' per-FLOP gap (bench/NOTES.md, session 26's next calls):
+# One device call for the 256-row tiles' per-FLOP gap (bench/NOTES.md: their next calls):
 # 1. lab/tall_variants.py, dense only, committed form and PATCH=both, each process with wg3 and
 #    Tall's knobs side by side (slots / loads, one loop / two loops);
 # 2. ncu, locked clocks, source counters and warp states of tall s3, tall s3 one-loop and wg3 at
