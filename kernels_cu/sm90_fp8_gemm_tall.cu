@@ -44,8 +44,6 @@ constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kConsumerRegs = 232;
 constexpr uint32_t kLaunchRegs = (65536 / kNumThreads) / 8 * 8;
 constexpr uint32_t kSlotFloats = BLOCK_M + 32;                 // a stage's As column, then Bs (128-byte padded)
-constexpr uint32_t kMaxScaleWarps = 3;                         // the producer warpgroup's warps but the TMA thread's
-constexpr uint32_t kScaleRowsPerLane = BLOCK_M / 32;
 static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kWarpgroupThreads * kConsumers
                   <= kLaunchRegs * kNumThreads, "setmaxnreg would ask for more registers than the CTA holds");
 enum Barrier : uint32_t { kEpilogueBarrier0 = 2 /* + consumer warpgroup */ };
@@ -143,44 +141,20 @@ sm90_fp8_gemm_tall_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [
                 if (l.upper) tma_load_2d(a_stage + kBoxBytes, &tmap_a, bar, kb * BLOCK_K, l.a_row + kWaveRows);
                 tma_load_2d(smem.b + stage * SMEM_B_PER_STAGE, &tmap_b, bar, kb * BLOCK_K, l.b_row);
             });
-        } else if (kScaleSlots && warp_idx != kProducerThread / 32) {
-            // The scale warps (0, 2, 3; as many as stages): K block i of this CTA's walk (the
-            // producer's order) is warp i % kScaleWarps's, whose lane l loads tile rows l, l + 32,
-            // ... (clamped to a row the tile stores: the others are never stored) and lane 0 the
-            // tile's Bs, before waiting for the stage to empty. NOTES: one warp for every stage ran
-            // the loop 40% slower: each stage waited for a round trip of its loads
-            // (bench/NOTES.md). No more warps than stages: a warp's parity wait on a stage's empty
-            // barrier must never be two phases ahead of it.
-            constexpr uint32_t kScaleWarps = kNumStages < kMaxScaleWarps ? kNumStages : kMaxScaleWarps;
-            const uint32_t mine = warp_idx == 0 ? 0u : warp_idx - 1;
-            if (mine >= kScaleWarps) return;
-            const auto sched = make_scheduler();
-            PipelineState<kNumStages> pipe;
-            uint32_t loads = 0;
-            for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
-                const WorkUnit w = sched.unit(u);
-                const TileRows t = tile_rows(w);
-                const uint32_t last_row = min(t.row_end, M) - 1;
-                const float* pb = b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
-                                  static_cast<int64_t>(t.group) * sb_stride_g;
-                for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe, ++loads) {
-                    if (loads % kScaleWarps != mine) continue;
-                    float v[kScaleRowsPerLane];
-#pragma unroll
-                    for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) {
-                        const uint32_t row = min(t.row_base + lane_idx + 32 * j, last_row);
-                        v[j] = __ldg(a_scale + static_cast<int64_t>(row) * sa_stride_m + static_cast<int64_t>(kb) * sa_stride_k);
-                    }
-                    const float vb = lane_idx == 0 ? __ldg(pb + static_cast<int64_t>(kb) * sb_stride_k) : 0.0f;
-                    if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
-                    float* slot = smem.hold + pipe.stage * kSlotFloats;
-#pragma unroll
-                    for (uint32_t j = 0; j < kScaleRowsPerLane; ++j) slot[lane_idx + 32 * j] = v[j];
-                    if (lane_idx == 0) slot[BLOCK_M] = vb;
-                    __syncwarp();
-                    if (lane_idx == 0) mbarrier_arrive(&full_bar[pipe.stage]);     // releases the slot's stores
-                }
-            }
+        } else if (kScaleSlots) {
+            // The scale warps (common/pipeline.cuh): the tile's 256 As values and its Bs per stage.
+            fill_scale_slots<kNumStages, BLOCK_M, kSlotFloats>(
+                make_scheduler(),
+                [&](const WorkUnit& w, uint32_t& first, uint32_t& last) {
+                    const TileRows t = tile_rows(w);
+                    first = t.row_base;
+                    last = min(t.row_end, M) - 1;
+                },
+                [&](const WorkUnit& w) {
+                    return b_scale + static_cast<int64_t>(w.n_block * BLOCK_N / kScaleBlock) * sb_stride_n +
+                           static_cast<int64_t>(tile_rows(w).group) * sb_stride_g;
+                },
+                a_scale, sa_stride_m, sa_stride_k, sb_stride_k, full_bar, empty_bar, smem.hold, kProducerThread / 32);
         }
     } else {
         // ================================ consumers ===============================

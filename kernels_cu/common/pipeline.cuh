@@ -130,6 +130,55 @@ __device__ __forceinline__ void producer_walk(const Sched& sched, Loads first, c
     }
 }
 
+/// The scale warps of a TMA ring (the general kernel's kScaleWarpsA, the tall kernel's slots):
+/// the producer warpgroup's warps 0, 2 and 3 take the producer's K blocks in turn (block i of
+/// this CTA's walk is warp i % kWarps's, kWarps = min(3, kNumStages): a warp's parity wait on a
+/// stage's empty barrier must never be two phases ahead of it). For its block, lane l loads the
+/// As of the unit's tile rows l, l + 32, ... below kRows (clamped to the last row the tile
+/// stores: the others are never stored) and, with ``b_scale_at`` returning a pointer, lane 0 one
+/// more float (the tile's Bs) into slot[kRows]; the loads go out before the warp waits for the
+/// stage to empty, then it stores the slot and arrives on the stage's full barrier beside the TMA
+/// thread (each full barrier expects both). ``rows(w)`` gives a unit's first row and last stored
+/// row; ``b_scale_at(w)`` the unit's Bs pointer at K block 0 (nullptr: no Bs). NOTES: one warp
+/// for every stage waited a round trip of its loads per stage (bench/NOTES.md).
+template <uint32_t kNumStages, uint32_t kRows, uint32_t kSlotFloats, class Sched, class Rows, class BScaleAt>
+__device__ __forceinline__ void fill_scale_slots(const Sched& sched, const Rows& rows, const BScaleAt& b_scale_at,
+                                                 const float* a_scale, int64_t sa_stride_m, int64_t sa_stride_k,
+                                                 int64_t sb_stride_k, Mbarrier* full_bar, Mbarrier* empty_bar,
+                                                 float* slots, uint32_t producer_warp) {
+    constexpr uint32_t kWarps = kNumStages < 3 ? kNumStages : 3;
+    constexpr uint32_t kPerLane = kRows / 32;
+    static_assert(kRows % 32 == 0 && kSlotFloats >= kRows, "a slot holds every tile row");
+    const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t mine = warp < producer_warp ? warp : warp - 1;
+    if (warp == producer_warp || mine >= kWarps) return;
+    PipelineState<kNumStages> pipe;
+    uint32_t loads = 0;
+    for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
+        const auto w = sched.unit(u);
+        uint32_t first_row, last_row;
+        rows(w, first_row, last_row);
+        const float* pb = b_scale_at(w);
+        for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe, ++loads) {
+            if (loads % kWarps != mine) continue;
+            float v[kPerLane];
+#pragma unroll
+            for (uint32_t j = 0; j < kPerLane; ++j) {
+                const uint32_t row = min(first_row + lane + 32 * j, last_row);
+                v[j] = __ldg(a_scale + static_cast<int64_t>(row) * sa_stride_m + static_cast<int64_t>(kb) * sa_stride_k);
+            }
+            const float vb = (pb != nullptr && lane == 0) ? __ldg(pb + static_cast<int64_t>(kb) * sb_stride_k) : 0.0f;
+            if (loads >= kNumStages) mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+            float* slot = slots + pipe.stage * kSlotFloats;
+#pragma unroll
+            for (uint32_t j = 0; j < kPerLane; ++j) slot[lane + 32 * j] = v[j];
+            if (pb != nullptr && lane == 0) slot[kRows] = vb;
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(&full_bar[pipe.stage]);     // releases the slot's stores
+        }
+    }
+}
+
 /// A consumer warpgroup with nothing to compute or store in a unit: it still takes each of the
 /// unit's stages in turn and hands it back (the empty barrier counts every consumer warp).
 /// kOrdered: the other warpgroups pass the order barrier once per K block, so this one does too.
