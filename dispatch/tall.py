@@ -4,9 +4,10 @@ running two 64-row waves over every B stage; coarse promotion, no split, no swap
 
 Each B stage feeds 256 token rows, so an expert of up to 256 rows reads each weight tile once,
 and a wave whose rows all lie past the tile's group (or M) is skipped. The host side is Wg3's
-(same arguments but the As map, same knobs); a warp of the producer warpgroup loads each stage's
-scales into shared memory beside it (kernels_cu/sm90_fp8_gemm_tall.cu); the dispatcher does not choose it on its own yet:
-``config=`` forces it (the lab measures it against General and Wg3, bench/NOTES.md)."""
+(same arguments but the As map, same knobs); three warps of the producer warpgroup load each
+stage's scales into shared memory beside it (kernels_cu/sm90_fp8_gemm_tall.cu). The dispatcher
+does not choose it on its own yet: ``config=`` forces it (the lab measures it against General and
+Wg3, bench/NOTES.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,9 +20,8 @@ BLOCK_M = 256
 WAVE_ROWS = 128              # one A box: the rows both consumer warpgroups cover in one wave
 THREADS = 384                # producer + two consumer warpgroups
 STAGES = 3                   # the most that fit beside the TMA-store staging at block_n = 128
-GROUPED_STAGES = 4           # the grouped mode stores directly: one more stage fits
 MIN_STAGES = 3               # as many as the scale warps (fewer: two warps, and their loop spilled at 40 registers)
-SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warp's As column and Bs (128-byte padded)
+SLOT_BYTES = (BLOCK_M + 32) * 4   # per stage: the scale warps' As column and Bs (128-byte padded)
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ class Tall(Wg3):
         """Wg3's ring on 256-row tiles, with the scale slots beside the stages."""
         return super().ring_bytes() + self.stages * SLOT_BYTES
 
-    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        """The ring and the two warpgroups' TMA-store staging (64 rows each; both waves reuse it)."""
+    def smem_bytes(self, out_dtype: str = "bfloat16", slots_a: bool = False) -> int:
+        """The ring (with its scale slots) and the two warpgroups' TMA-store staging (64 rows each;
+        both waves reuse it). ``slots_a``: Wg3's TMA-filled As slots, which this kernel has not."""
         return self.ring_bytes() + staging_bytes(self.block_n, out_dtype, WAVE_ROWS)
 
     def knobs_valid(self, desc: GemmDesc) -> bool:
@@ -53,9 +54,9 @@ class Tall(Wg3):
         return (super().knobs_valid(desc) and self.stages >= MIN_STAGES and self.scale_slots in (0, 1)
                 and self.one_loop in (0, 1))
 
-    def template_args(self, out_dtype: str, tma_store: bool, grouped: bool) -> tuple:
+    def template_args(self, out_dtype: str, tma_store: bool, grouped: bool, slots_a: bool = False) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kTmaStore[, kGrouped[, kScaleSlots[, kOneLoop]]]>
-        (the defaulted ones named only when set)."""
+        (the defaulted ones named only when set; ``slots_a`` as in smem_bytes)."""
         head = Wg3.template_args(self, out_dtype, tma_store, grouped)
         if self.one_loop:
             return head[:5] + (FLAG[grouped], FLAG[bool(self.scale_slots)], "true")
@@ -65,7 +66,7 @@ class Tall(Wg3):
         return super().label() + ("" if self.scale_slots else " loads") + (" one-loop" if self.one_loop else "")
 
     def as_slots(self, p) -> bool:
-        """No As slots: the scales are loaded by the consumers."""
+        """No TMA-filled As slots (Wg3's): the scale warps fill this kernel's own (scale_slots)."""
         return False
 
     @classmethod

@@ -103,10 +103,9 @@ class Wg3(Candidate):
     def _plan(self, p, ldc: int, out_aligned: bool, gp) -> Plan:
         store = gp is None and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         slots = gp is None and self.as_slots(p)
-        plain_args = (p.out_dtype, slots) if slots else (p.out_dtype,)
-        smem = self.smem_bytes(*plain_args) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
-        targs = self.template_args(p.out_dtype, store, gp is not None, *((slots,) if slots else ()))
-        kern = compiler.get_kernel(p.device, self.variant, targs, smem if gp is None else MAX_SMEM_PER_BLOCK)
+        smem = self.smem_bytes(p.out_dtype, slots) if gp is None else self.grouped_smem_bytes(p.out_dtype, gp.num_groups)
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, store, gp is not None, slots),
+                                   smem if gp is None else MAX_SMEM_PER_BLOCK)
         weights = p.n * (gp.num_groups if gp is not None else 1)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.a_box_rows)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, weights, p.k, p.ldb, self.block_n)
