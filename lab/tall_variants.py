@@ -49,7 +49,8 @@ def main(out):
         case = random_case(m, n, k, seed=1)
         keep.append(case)
         for label, c in (("wg3", Wg3(128, 3, 8)), ("tall3", Tall(128, 3, 8)), ("tall3g1", Tall(128, 3, 1)),
-                         ("tall3loads", Tall(128, 3, 8, 0)), ("tall3oneloop", Tall(128, 3, 8, 1, 1))):
+                         ("tall3loads", Tall(128, 3, 8, 0)), ("tall3oneloop", Tall(128, 3, 8, 1, 1)),
+                         ("tall3loadsoneloop", Tall(128, 3, 8, 0, 1))):
             fns[f"{m}x{n}x{k} {label}"] = (lambda case=case, c=c:
                                             fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c))
         try:
