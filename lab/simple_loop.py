@@ -1,0 +1,87 @@
+"""Lab (issue 27): the general kernel's two accumulators in turn against one accumulator waited
+and promoted per K block (the form of DeepGEMM's 1D2D loop: issue, wait, release the stage,
+promote), on the trace's mid-M shapes where DeepGEMM leads per K block (lab/k_sweep.py). The
+general kernel's source is patched in this process (PATCH: none, as committed; simple: one
+accumulator; simple2: the same unrolled by 2), the tiles forced, DeepGEMM's fp8_gemm_nt beside
+them as the yardstick across processes. CUPTI, L2 flushed, median of ITERS rounds in turns.
+Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
+import json
+import os
+import sys
+
+import torch
+
+import fp8gemm
+from fp8gemm import compiler
+from fp8gemm.bench.timing import L2Flush, time_calls
+from fp8gemm.dispatch import GemmDesc, General, is_valid
+from fp8gemm.testing import random_case
+
+BEGIN = "                    uint32_t kb = w.kb_begin;\n                    {\n"
+END = "                } else {\n                // NOTES: unrolled by 2"
+ONE_ACC = """                    {pragma}
+                    for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb) {{
+                        const uint32_t st = issue(accum);
+                        take_scales(kb, st);
+                        finish(accum, st);
+                        promote(accum);
+                    }}
+                    (void)acc2;
+                }} else {{
+                // NOTES: unrolled by 2"""
+PATCH = os.environ.get("PATCH", "none")
+_flatten = compiler.flatten
+
+
+def patched(variant):
+    s = _flatten(variant)
+    if variant == General.variant and PATCH != "none":
+        assert s.count(BEGIN) == 1 and s.count(END) == 1, "the patch's anchors moved"
+        i, j = s.index(BEGIN), s.index(END)
+        s = s[:i] + ONE_ACC.format(pragma="#pragma unroll 2" if PATCH == "simple2" else "") + s[j + len(END):]
+    return s
+
+
+compiler.flatten = patched
+
+SHAPES = [(64, 4096, 4096), (128, 4096, 4096), (128, 4096, 8192), (64, 8192, 4096), (256, 1536, 4096),
+          (256, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096)]
+TILES = [General(32, 8, 8, 1, 64), General(64, 6, 8, 1, 64), General(64, 13, 8, 1, 64), General(128, 8, 8, 1, 64),
+         General(64, 6), General(128, 5)]
+
+
+def main(out):
+    try:
+        import deep_gemm  # noqa: F401
+
+        from fp8gemm.bench.peers import Inputs, prepare_deepgemm
+        from fp8gemm.bench.warm import warm
+        warm([{"kind": "deepgemm_gemm", "m": m, "n": n, "k": k} for m, n, k in SHAPES])
+    except ImportError:
+        prepare_deepgemm = None
+    fns, keep = {}, []
+    for m, n, k in SHAPES:
+        case = random_case(m, n, k, seed=1)
+        keep.append(case)
+        a, b, sa, sb = case.as_torch()
+        ref = None
+        for c in TILES:
+            if (c.block_m == 128) != (m >= 256) or not is_valid(GemmDesc(m, n, k), c):
+                continue
+            f = (lambda a=a, b=b, sa=sa, sb=sb, c=c: fp8gemm.matmul(a, b, sa, sb, config=c))
+            got = f().float()
+            ref = got if ref is None else ref
+            assert torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
+            fns[f"{m}x{n}x{k} {c.label()}"] = f
+        if prepare_deepgemm is not None:
+            fns[f"{m}x{n}x{k} deepgemm"] = prepare_deepgemm(Inputs(case, "bfloat16"))["fp8_gemm_nt"]
+    torch.cuda.synchronize()
+    us = time_calls(fns, L2Flush(), int(os.environ.get("ITERS", "15")))
+    for label, v in us.items():
+        print(f"{PATCH:8} {label:60} {v:9.2f}")
+    with open(out, "w") as fh:
+        json.dump(us, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
