@@ -2,7 +2,8 @@
 and promoted per K block (the form of DeepGEMM's 1D2D loop: issue, wait, release the stage,
 promote), on the trace's mid-M shapes where DeepGEMM leads per K block (lab/k_sweep.py). The
 general kernel's source is patched in this process (PATCH: none, as committed; simple: one
-accumulator; simple2: the same unrolled by 2), the tiles forced, DeepGEMM's fp8_gemm_nt beside
+accumulator; simple2: the same unrolled by 2; feed: no wgmma at all, so that the time is the TMA
+feed's and the barriers' alone, results meaningless), the tiles forced (TILES=feed: a ring depth sweep), DeepGEMM's fp8_gemm_nt beside
 them as the yardstick across processes. CUPTI, L2 flushed, median of ITERS rounds in turns.
 Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
 import json
@@ -29,13 +30,17 @@ ONE_ACC = """                    {pragma}
                     (void)acc2;
                 }} else {{
                 // NOTES: unrolled by 2"""
+MMA = "Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);"
 PATCH = os.environ.get("PATCH", "none")
 _flatten = compiler.flatten
 
 
 def patched(variant):
     s = _flatten(variant)
-    if variant == General.variant and PATCH != "none":
+    if variant == General.variant and PATCH == "feed":
+        assert s.count(MMA) == 1, "the patch's anchor moved"
+        s = s.replace(MMA, "(void)kstep;")
+    elif variant == General.variant and PATCH != "none":
         assert s.count(BEGIN) == 1 and s.count(END) == 1, "the patch's anchors moved"
         i, j = s.index(BEGIN), s.index(END)
         s = s[:i] + ONE_ACC.format(pragma="#pragma unroll 2" if PATCH == "simple2" else "") + s[j + len(END):]
@@ -48,6 +53,10 @@ SHAPES = [(64, 4096, 4096), (128, 4096, 4096), (128, 4096, 8192), (64, 8192, 409
           (256, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096)]
 TILES = [General(32, 8, 8, 1, 64), General(64, 6, 8, 1, 64), General(64, 13, 8, 1, 64), General(128, 8, 8, 1, 64),
          General(64, 6), General(128, 5)]
+if os.environ.get("TILES") == "feed":
+    SHAPES = [(128, 4096, 8192), (64, 8192, 4096), (512, 4096, 4096), (4096, 4096, 4096)]
+    TILES = [General(64, s, 8, 1, 64) for s in (4, 6, 9, 13)] + [General(32, s, 8, 1, 64) for s in (8, 16)] + \
+        [General(128, s) for s in (3, 5)]
 
 
 def main(out):
@@ -66,12 +75,13 @@ def main(out):
         a, b, sa, sb = case.as_torch()
         ref = None
         for c in TILES:
-            if (c.block_m == 128) != (m >= 256) or not is_valid(GemmDesc(m, n, k), c):
+            if (os.environ.get("TILES") != "feed" and (c.block_m == 128) != (m >= 256)) or \
+                    not is_valid(GemmDesc(m, n, k), c):
                 continue
             f = (lambda a=a, b=b, sa=sa, sb=sb, c=c: fp8gemm.matmul(a, b, sa, sb, config=c))
             got = f().float()
             ref = got if ref is None else ref
-            assert torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
+            assert PATCH == "feed" or torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
             fns[f"{m}x{n}x{k} {c.label()}"] = f
         if prepare_deepgemm is not None:
             fns[f"{m}x{n}x{k} deepgemm"] = prepare_deepgemm(Inputs(case, "bfloat16"))["fp8_gemm_nt"]
