@@ -32,7 +32,6 @@ MAX_STAGES = 6                              # 128-row tiles (one instantiation s
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
 SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B = 0, 1, 2   # kScaleTma bits (general_tiles.cuh ScaleSource)
-SCALE_WARPS_A = 4                                    # the A slots filled by the producer warpgroup's other warps
 B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
 NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),) * 2   # the general kernel's last arguments, unused
 
@@ -85,8 +84,6 @@ def scale_source(p, cand: General):
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
-    if cand.scale_warps:               # forced (the knob): the scale warps fill the A slots from any layout
-        return SCALE_WARPS_A, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR
     if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
         return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
     return none
@@ -205,15 +202,11 @@ class General(Candidate):
     group_m: int = 8
     splits: int = 1
     block_m: int = BLOCK_M
-    scale_warps: int = 0          # 1: As through slots the producer warpgroup's other warps fill (plain GEMM, not fp32)
 
     def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: int = SCALE_LOADS) -> int:
         """The ring, the TMA-store staging and the scale slots of ``scale_slots`` (a kScaleTma
-        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage. With the
-        ``scale_warps`` knob the A slots are always there."""
-        if self.scale_warps and scale_slots == SCALE_LOADS and out_dtype != "float32":
-            scale_slots = SCALE_WARPS_A
-        slots = (self.block_m * 4 if scale_slots & (SCALE_SLOTS_A | SCALE_WARPS_A) else 0) + \
+        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage."""
+        slots = (self.block_m * 4 if scale_slots & SCALE_SLOTS_A else 0) + \
             (B_SLOT_BYTES if scale_slots & SCALE_SLOTS_B else 0)
         return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
                                self.block_m) + self.stages * slots
@@ -221,13 +214,11 @@ class General(Candidate):
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
                 and (1 <= self.splits <= MAX_SPLITS or self.splits == TAIL_SPLIT)
-                and self.scale_warps in (0, 1) and not (self.scale_warps and desc.out_dtype == "float32")
                 and self.smem_bytes(desc.out_dtype) <= MAX_SMEM_PER_BLOCK
                 and desc.shape_ok())
 
     def label(self) -> str:
-        return (f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
-                + (" scale-warps" if self.scale_warps else ""))
+        return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
                       swiglu: bool = False, scale_tma: int = 0) -> tuple:
@@ -268,8 +259,6 @@ class General(Candidate):
         a CTA may have: the tile prefix grows with G, and one instantiation serves every G."""
         if self.block_m != BLOCK_M:
             raise ValueError(f"the grouped mode runs 128-row tiles, not block_m={self.block_m}")
-        if self.scale_warps:
-            raise ValueError("the grouped mode loads its scales: scale_warps=1 is for the plain GEMM")
         p = gp.gemm
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         fine = p.out_dtype == "float32" and precise_fp32
@@ -388,8 +377,7 @@ class SwapAB(General):
         return ring_smem_bytes(self.block_n, self.stages, 0)
 
     def is_valid(self, desc: GemmDesc) -> bool:
-        return (self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and not self.scale_warps
-                and super().is_valid(desc))
+        return self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and super().is_valid(desc)
 
     def label(self) -> str:
         return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"

@@ -67,8 +67,6 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
         raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
     if getattr(c, "splits", 1) != 1 and type(c) is General:
         raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
-    if type(c) is General and c.scale_warps:
-        raise ValueError("config: the grouped General tiles load their scales (scale_warps=0)")
     if out_dtype is None:
         return
     coarse = type(c) in (Wg3, Tall)

@@ -81,20 +81,13 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 /// tile's one Bs row}, 16 bytes; slot [4], the stage's block at kb % 4). NOTES: a K-major As
 /// would need a box of 16 bytes from each of the BLOCK_M rows, and TMA pays per row: such slots
 /// ran 0.55-0.8x the loads' speed on small tiles (bench/NOTES.md), so a K-major As keeps the
-/// loads. kScaleWarpsA: the same A slots filled from an As of any layout by the producer
-/// warpgroup's other warps (common/pipeline.cuh: fill_scale_slots), with no work for the TMA thread. Layout in the
-/// hold: the A slots [kNumStages][BLOCK_M], then the B slots [kNumStages][kBSlotFloats] (16 bytes
-/// used of 128: a TMA destination is 128-byte aligned).
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleWarpsA = 4 };
+/// loads. Layout in the hold: the A slots [kNumStages][BLOCK_M], then the B slots
+/// [kNumStages][kBSlotFloats] (16 bytes used of 128: a TMA destination is 128-byte aligned).
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2 };
 constexpr uint32_t kBSlotFloats = 32;
-/// Whether the consumers read As from the A slots (filled by TMA or by the scale warps).
-template <int kScaleTma>
-__host__ __device__ constexpr bool a_slots() {
-    return (kScaleTma & (kScaleSlotsA | kScaleWarpsA)) != 0;
-}
 template <int kScaleTma, uint32_t kRows>
 __host__ __device__ constexpr uint32_t scale_slot_floats() {
-    return (a_slots<kScaleTma>() ? kRows : 0u) + ((kScaleTma & kScaleSlotsB) ? kBSlotFloats : 0u);
+    return ((kScaleTma & kScaleSlotsA) ? kRows : 0u) + ((kScaleTma & kScaleSlotsB) ? kBSlotFloats : 0u);
 }
 
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
@@ -210,7 +203,7 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
     constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0;
     constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0;
     constexpr uint32_t kScaleBoxBytes = (kSlotsA ? Tiles::kRows * 4u : 0u) + (kSlotsB ? 16u : 0u);   // the boxes
-    float* b_slots = scale_slots + (general::a_slots<kScaleTma>() ? kNumStages * Tiles::kRows : 0u);
+    float* b_slots = scale_slots + (kSlotsA ? kNumStages * Tiles::kRows : 0u);
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
     UnitLoads l = first;
@@ -242,9 +235,9 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
 
 /// The CTA's start, common to the family, up to the CTA sync: the producer warpgroup drops to its
 /// register budget (outside the grouped mode: before anything, see kProducerThread), thread 0
-/// sets up the ring (each full barrier also awaits the scale warps under kScaleWarpsA), grouped
-/// CTAs build their tile prefix, and (early_start) the producer's warp locates its first unit.
-template <uint32_t kNumStages, bool kTmaStore, bool kGrouped, int kScaleTma = 0, class Tiles, class Smem>
+/// sets up the ring, grouped CTAs build their tile prefix, and (early_start) the producer's warp
+/// locates its first unit.
+template <uint32_t kNumStages, bool kTmaStore, bool kGrouped, class Tiles, class Smem>
 __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem& smem, uint32_t* tile_prefix,
                                                   const TmaDescriptor* tmap_a, const TmaDescriptor* tmap_b,
                                                   const TmaDescriptor* tmap_c, uint32_t warp_idx, bool early_start,
@@ -252,7 +245,7 @@ __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem
     if (!kGrouped && warp_idx / 4 == 0) setmaxnreg_dec<general::kProducerRegs>();
     if (threadIdx.x == 0)
         init_tma_ring<kNumStages, kTmaStore>(tmap_a, tmap_b, tmap_c, smem.full_bar, smem.empty_bar,
-                                             Tiles::kConsumerWarps, (kScaleTma & general::kScaleWarpsA) ? 2u : 1u);
+                                             Tiles::kConsumerWarps);
     if constexpr (kGrouped)
         group_tile_prefix<Tiles::kTokenTile>(tiles.groups, tiles.num_groups, tiles.group_rows, tiles.M, tile_prefix);
     producer_early_start<!kGrouped>(warp_idx == general::kProducerThread / 32 && early_start, producer_sched,
@@ -261,9 +254,7 @@ __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem
     __syncthreads();
 }
 
-/// The producer warpgroup after the CTA sync: its thread kProducerThread runs produce_units
-/// (kScaleWarpsA: its other warps fill the A slots from ``a_scale``, common/pipeline.cuh's
-/// fill_scale_slots).
+/// The producer warpgroup after the CTA sync: its thread kProducerThread runs produce_units.
 template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, bool kGrouped, int kScaleTma = 0, class Tiles,
           class Smem>
 __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem& smem, const TmaDescriptor* tmap_a,
@@ -271,24 +262,8 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
                                                  typename Tiles::Scheduler& producer_sched, UnitLoads producer_first,
                                                  const TmaDescriptor* tmap_sa = nullptr,
                                                  const TmaDescriptor* tmap_sb = nullptr,
-                                                 float* scale_slots = nullptr, const float* a_scale = nullptr,
-                                                 int64_t sa_stride_m = 0, int64_t sa_stride_k = 0) {
+                                                 float* scale_slots = nullptr) {
     if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
-    if constexpr ((kScaleTma & general::kScaleWarpsA) != 0) {
-        static_assert(kSubTiles == 1, "scale warps: the plain GEMM");
-        if (threadIdx.x / 32 != general::kProducerThread / 32) {          // the scale warps
-            fill_scale_slots<kNumStages, Tiles::kRows, Tiles::kRows>(
-                tiles.scheduler(),
-                [&](const WorkUnit& w, uint32_t& first, uint32_t& last) {
-                    const TileSpan t = tiles.span(w);
-                    first = t.row_base;
-                    last = min(t.row_end, tiles.M) - 1;
-                },
-                [](const WorkUnit&) { return static_cast<const float*>(nullptr); }, a_scale, sa_stride_m,
-                sa_stride_k, 0, smem.full_bar, smem.empty_bar, scale_slots, general::kProducerThread / 32);
-            return;
-        }
-    }
     if (threadIdx.x == general::kProducerThread) {
         if (!early_start) producer_sched = tiles.scheduler();
         // The first unit's loads come from before the CTA sync (grouped, split: located here);

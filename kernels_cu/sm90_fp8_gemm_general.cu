@@ -95,9 +95,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
     // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
-    // kSlotsA: As from the A slots (filled by TMA, kScaleSlotsA, or by the scale warps, kScaleWarpsA).
-    constexpr bool kSlotsA = a_slots<kScaleTma>(), kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
-    static_assert(!((kScaleTma & kScaleSlotsA) && (kScaleTma & kScaleWarpsA)), "one filler of the A slots");
+    constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
     constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
     static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
     constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
@@ -126,16 +124,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
-    if ((kScaleTma & kScaleSlotsA) && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if (kSlotsA && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
     if (kSlotsB && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
-    general_cta_start<kNumStages, kTmaStore, kGrouped, kScaleTma>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c,
-                                                                   warp_idx, early_start, producer_sched, producer_first);
+    general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
+                                                        early_start, producer_sched, producer_first);
     if (warpgroup_idx == 0) {
         general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped, kScaleTma>(tiles, smem, &tmap_a, &tmap_b,
                                                                               early_start, producer_sched,
                                                                               producer_first, &tmap_sa, &tmap_sb,
-                                                                              smem.hold, a_scale, sa_stride_m,
-                                                                              sa_stride_k);
+                                                                              smem.hold);
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();

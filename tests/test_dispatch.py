@@ -409,23 +409,3 @@ def test_tail_split_rules():
     c = grouped.candidate(4096, 4096, "float32", 256, 2.0, 6, 132, False)
     assert type(c) is SwapAB and c.splits == g.TAIL_SPLIT
     assert grouped.candidate(4096, 4096, "float32", 256, 2.0, 12, 132, False).splits == 1     # 384 tiles
-
-
-def test_scale_warps_knob():
-    """General's scale_warps: the plain GEMM's As through slots the producer warpgroup's other
-    warps fill (kScaleTma 4, any As layout); refused for fp32 out (fine promotion loads its
-    scales), swap-AB and the grouped mode; its slots counted in shared memory."""
-    import types
-
-    from fp8gemm.dispatch import grouped
-    from fp8gemm.dispatch.general import SCALE_WARPS_A, scale_source
-    c = General(128, 5, 8, 1, 128, 1)
-    assert c.is_valid(GemmDesc(200, 256, 512)) and not c.is_valid(GemmDesc(200, 256, 512, "float32"))
-    assert not SwapAB(16, 4, 1, 1, 128, 1).is_valid(GemmDesc(8, 256, 512))
-    assert c.smem_bytes() == General(128, 5).smem_bytes() + 5 * 128 * 4 and "scale-warps" in c.label()
-    assert c.template_args("bfloat16", False, True, False, scale_tma=SCALE_WARPS_A)[-1] == SCALE_WARPS_A
-    stub = types.SimpleNamespace(out_dtype="bfloat16", sa_ptr=64, k=512, m=200, sa_stride_m=4, sa_stride_k=1)
-    assert scale_source(stub, c)[0] == SCALE_WARPS_A and scale_source(stub, General(128, 5))[0] == 0
-    with pytest.raises(ValueError, match="scale_warps=0"):
-        grouped.check_grouped_config(c)
-

@@ -94,7 +94,7 @@ def _instantiations():
             block_n, stages, block_m = targs[0], targs[1], 64 * (targs[8] if len(targs) > 8 else 2)
             dt = next(d for d, t in OUT_TYPE_IDS.items() if t == targs[2])
             c = General(block_n, stages, targs[3], 1, block_m)
-            for mask in (1, 2, 3, 4):                         # 4: the scale warps' A slots
+            for mask in (1, 2, 3):
                 if dt != "float32" and c.smem_bytes(dt, mask) <= 232448:
                     seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=mask)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
@@ -270,7 +270,7 @@ def _smem_cases():
                 c = General(bn, stages)
                 cases.append((expr, c.smem_bytes(dt)))
                 cases.append((f"{expr} + 16", c.grouped_smem_bytes(dt, 3)))        # prefix of 4 words
-                for mask in ((1, 2, 3, 4) if dt != "float32" else ()):              # scale slots
+                for mask in ((1, 2, 3) if dt != "float32" else ()):                 # scales by TMA: slots
                     hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 128>() * 4 / 2"
                     slots = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
                              f"{hold}, 2>::kBytes")
@@ -278,7 +278,7 @@ def _smem_cases():
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
                 st = staging.format(tid=tid, bn=bn)
-                for mask in ((0, 1, 2, 3, 4) if dt != "float32" else (0,)):
+                for mask in ((0, 1, 2, 3) if dt != "float32" else (0,)):
                     hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 64>() * 4"
                     expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "
                             f"{hold}, 1>::kBytes")

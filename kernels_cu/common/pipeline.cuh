@@ -130,7 +130,7 @@ __device__ __forceinline__ void producer_walk(const Sched& sched, Loads first, c
     }
 }
 
-/// The scale warps of a TMA ring (the general kernel's kScaleWarpsA, the tall kernel's slots):
+/// The scale warps of a TMA ring (the tall kernel's scale slots):
 /// the producer warpgroup's warps 0, 2 and 3 take the producer's K blocks in turn (block i of
 /// this CTA's walk is warp i % kWarps's, kWarps = min(3, kNumStages): a warp's parity wait on a
 /// stage's empty barrier must never be two phases ahead of it). For its block, lane l loads the
