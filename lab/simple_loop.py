@@ -1,10 +1,14 @@
 """Lab (issue 27): the general kernel's two accumulators in turn against one accumulator waited
 and promoted per K block (the form of DeepGEMM's 1D2D loop: issue, wait, release the stage,
 promote), on the trace's mid-M shapes where DeepGEMM leads per K block (lab/k_sweep.py). The
-general kernel's source is patched in this process (PATCH: none, as committed; simple: one
-accumulator; simple2: the same unrolled by 2; feed: no wgmma at all, so that the time is the TMA
-feed's and the barriers' alone, results meaningless), the tiles forced (TILES=feed: a ring depth sweep), DeepGEMM's fp8_gemm_nt beside
-them as the yardstick across processes. CUPTI, L2 flushed, median of ITERS rounds in turns.
+general kernel's source is patched in this process (PATCH, comma-separated; none: as committed;
+simple: one accumulator; simple2: the same unrolled by 2; feed: no wgmma at all, so that the time
+is the TMA feed's and the barriers' alone; noscale: the consumers' scale loads replaced by 1.0;
+hint: every TMA load with an explicit L2 cache hint, evict-normal, as DeepGEMM issues them;
+results meaningless under feed / noscale), and the launch changed (GRID=sms: one CTA per SM even
+where fewer tiles; CARVEOUT=percent: the kernels' preferred shared-memory carve-out), the tiles
+forced (TILES=feed: a ring depth sweep), DeepGEMM's fp8_gemm_nt beside them as the yardstick
+across processes. CUPTI, L2 flushed, median of ITERS rounds in turns.
 Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
 import json
 import os
@@ -31,20 +35,56 @@ ONE_ACC = """                    {pragma}
                 }} else {{
                 // NOTES: unrolled by 2"""
 MMA = "Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), acc, k > 0 ? 1u : 0u);"
-PATCH = os.environ.get("PATCH", "none")
+PATCH = [p for p in os.environ.get("PATCH", "none").split(",") if p != "none"]
+NOSCALE = [("const float na0 = *pa0, na1 = *pa1, nb0 = *pb;", "const float na0 = 1.0f, na1 = 1.0f, nb0 = 1.0f;", 1),
+           ("a0 = *pa0; a1 = *pa1;", "a0 = 1.0f; a1 = 1.0f;", 3), ("b0 = *pb;", "b0 = 1.0f;", 3)]
+TMA_LOAD = '''"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4}], [%2];"
+        ::"r"(smem_addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)),
+          "r"(c0), "r"(c1)'''
+TMA_LOAD_HINT = '''"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%3, %4}], [%2], %5;"
+        ::"r"(smem_addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)),
+          "r"(c0), "r"(c1), "l"(0x1000000000000000ull)'''
 _flatten = compiler.flatten
 
 
 def patched(variant):
     s = _flatten(variant)
-    if variant == General.variant and PATCH == "feed":
+    if variant != General.variant:
+        return s
+    if "feed" in PATCH:
         assert s.count(MMA) == 1, "the patch's anchor moved"
         s = s.replace(MMA, "(void)kstep;")
-    elif variant == General.variant and PATCH != "none":
+    if "hint" in PATCH:
+        assert s.count(TMA_LOAD) == 1, "the patch's anchor moved"
+        s = s.replace(TMA_LOAD, TMA_LOAD_HINT)
+    if "noscale" in PATCH:
+        for old, new, n in NOSCALE:
+            assert s.count(old) == n, "the patch's anchor moved"
+            s = s.replace(old, new)
+    if "simple" in PATCH or "simple2" in PATCH:
         assert s.count(BEGIN) == 1 and s.count(END) == 1, "the patch's anchors moved"
         i, j = s.index(BEGIN), s.index(END)
-        s = s[:i] + ONE_ACC.format(pragma="#pragma unroll 2" if PATCH == "simple2" else "") + s[j + len(END):]
+        s = s[:i] + ONE_ACC.format(pragma="#pragma unroll 2" if "simple2" in PATCH else "") + s[j + len(END):]
     return s
+
+
+if os.environ.get("GRID") == "sms":           # one CTA per SM: the idle ones find no unit
+    from fp8gemm import launcher
+    from fp8gemm.dispatch import general as _general
+
+    def _plan_all_sms(p, kern, grid, *args, **kw):
+        return launcher.Plan(p, kern, launcher.sm_count(p.device), *args, **kw)
+    _general.Plan = _plan_all_sms
+if os.environ.get("CARVEOUT"):
+    _build = compiler._build
+
+    def _build_carveout(*args, **kw):
+        kern = _build(*args, **kw)
+        kern.preferred_shared_memory_carveout = int(os.environ["CARVEOUT"])
+        return kern
+    compiler._build = _build_carveout
 
 
 compiler.flatten = patched
@@ -81,14 +121,14 @@ def main(out):
             f = (lambda a=a, b=b, sa=sa, sb=sb, c=c: fp8gemm.matmul(a, b, sa, sb, config=c))
             got = f().float()
             ref = got if ref is None else ref
-            assert PATCH == "feed" or torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
+            assert "feed" in PATCH or "noscale" in PATCH or torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
             fns[f"{m}x{n}x{k} {c.label()}"] = f
         if prepare_deepgemm is not None:
             fns[f"{m}x{n}x{k} deepgemm"] = prepare_deepgemm(Inputs(case, "bfloat16"))["fp8_gemm_nt"]
     torch.cuda.synchronize()
     us = time_calls(fns, L2Flush(), int(os.environ.get("ITERS", "15")))
     for label, v in us.items():
-        print(f"{PATCH:8} {label:60} {v:9.2f}")
+        print(f"{'+'.join(PATCH) or 'none':8} {label:60} {v:9.2f}")
     with open(out, "w") as fh:
         json.dump(us, fh, indent=1)
 
