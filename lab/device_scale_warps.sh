@@ -3,6 +3,7 @@
 # 1. their GPU tests (tests/test_matmul_tall.py, tests/test_matmul_general.py -k scale_warps);
 # 2. lab/scale_warps.py: the trace's mid-M shapes, scale warps on / off, DeepGEMM beside;
 # 3. lab/tall_variants.py dense, committed form and PATCH=both (wg3 / tall slots / loads / one loop).
+# Step 2 ran lab/scale_warps.py, removed with the knob it measured (bench/NOTES.md); the script is kept as run.
 # Carry .peers/deepgemm (DeepGEMM is built first).
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
