@@ -31,7 +31,8 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
-SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B = 0, 1, 2   # kScaleTma bits (general_tiles.cuh ScaleSource)
+SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B, SCALE_COPY = 0, 1, 2, 4   # kScaleTma bits (general_tiles.cuh ScaleSource)
+SCALE_COPIED = SCALE_SLOTS_A | SCALE_SLOTS_B | SCALE_COPY    # both slots, filled by the producer warp's cp.async
 B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
 NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),) * 2   # the general kernel's last arguments, unused
 
@@ -77,17 +78,19 @@ def scale_source(p, cand: General):
     """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): an M-major
     As (SCALE_SLOTS_A: at least a tile of rows, 16-byte aligned base and stride) goes by TMA into a
     slot of each stage, box {block_m rows, 1 K block}, where the slot fits beside the
-    configuration's stages; Bs stays a load. NOTES: the As loads are the scale path's whole cost
-    on 128 x 128 tiles (4096^3: 112.9 us, 103.3 without them, 113.6 without the Bs load), while
-    a Bs box per stage cost the producer 5-14% (bench/NOTES.md); a K-major As has no box TMA can
-    fill per stage (16 bytes of each tile row), so it keeps the loads."""
+    configuration's stages; Bs stays a load, as do both scales of any other layout. NOTES: the As
+    loads are the scale path's whole cost on 128 x 128 tiles (4096^3: 112.9 us, 103.3 without
+    them, 113.6 without the Bs load), while a Bs box per stage cost the producer 5-14%; a K-major
+    As has no box TMA can fill per stage (16 bytes of each tile row). Both slots filled by the
+    producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 2-30%
+    slower than the consumers' loads on every mid-M tile, so it runs only when forced
+    (bench/NOTES.md)."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
     if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
         return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
     return none
-
 
 
 def ring64_stages(block_n: int, most: int) -> int:

@@ -83,7 +83,12 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 /// ran 0.55-0.8x the loads' speed on small tiles (bench/NOTES.md), so a K-major As keeps the
 /// loads. Layout in the hold: the A slots [kNumStages][BLOCK_M], then the B slots
 /// [kNumStages][kBSlotFloats] (16 bytes used of 128: a TMA destination is 128-byte aligned).
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2 };
+/// kScaleCopy, with both slot bits: the slots are filled not by TMA but by the producer warp's
+/// cp.async from As and Bs of any layout (produce_units), a float per tile row and stage.
+/// NOTES: the consumers' own loads of the next block's scales, waited on inside the next block's
+/// wgmma issue, cost 8-12% at mid M (bench/NOTES.md).
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4 };
+constexpr uint32_t kScaleCopyArrivals = 32;        // the producer warp's lanes' arrivals on each full barrier
 constexpr uint32_t kBSlotFloats = 32;
 template <int kScaleTma, uint32_t kRows>
 __host__ __device__ constexpr uint32_t scale_slot_floats() {
@@ -99,6 +104,14 @@ template <uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kStagingBytes, uint32_
 using Smem = RingSmem<Cta<kConsumers>::BLOCK_M * BLOCK_K, BLOCK_N * BLOCK_K, kNumStages, kConsumers * kStagingBytes,
                       kConsumers * kHoldBytes, 16>;
 }  // namespace general
+
+/// Where kScaleCopy's copies come from: As and Bs as the kernel gets them (any strides).
+struct ScaleCopySrc {
+    const float* a_scale = nullptr;
+    int64_t sa_stride_m = 0, sa_stride_k = 0;
+    const float* b_scale = nullptr;
+    int64_t sb_stride_n = 0, sb_stride_k = 0;
+};
 
 /// A work unit's loads: its K range, where its A box starts, the first row of its B box, its
 /// first tile row (the As box of kScaleSlotsA) and its Bs row (kScaleSlotsB).
@@ -193,26 +206,58 @@ __host__ __device__ constexpr uint32_t general_max_box_shift() {
 /// per stage, two TMA boxes), one stage of A and B per K block. ``first``: the first unit's loads,
 /// located before the CTA sync (or just now). kScaleTma (general::ScaleSource): also the stage's
 /// As and / or Bs box into its slots in ``scale_slots`` (general::ScaleSource's layout).
+/// kScaleCopy: run by the producer's whole warp, lane 0 issuing the TMA, and every lane copying
+/// its tile rows' As (rows past M read row M - 1, never stored) and lane 0 the tile's Bs into the
+/// stage's slots by cp.async, each lane then arriving on the stage's full barrier when its copies
+/// land: the warp never waits on a scale load, which run as many stages ahead as the ring.
 template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, int kScaleTma = 0, class Tiles, class Smem>
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,
                                               const TmaDescriptor* tmap_b, const TmaDescriptor* tmap_sa,
-                                              const TmaDescriptor* tmap_sb, float* scale_slots) {
+                                              const TmaDescriptor* tmap_sb, float* scale_slots,
+                                              const ScaleCopySrc& copy = ScaleCopySrc{}) {
     constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
-    constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0;
-    constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0;
+    constexpr bool kCopy = (kScaleTma & general::kScaleCopy) != 0;     // slots filled by this warp's cp.async
+    constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0 && !kCopy;
+    constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0 && !kCopy;
     constexpr uint32_t kScaleBoxBytes = (kSlotsA ? Tiles::kRows * 4u : 0u) + (kSlotsB ? 16u : 0u);   // the boxes
-    float* b_slots = scale_slots + (kSlotsA ? kNumStages * Tiles::kRows : 0u);
+    float* b_slots = scale_slots + ((kSlotsA || kCopy) ? kNumStages * Tiles::kRows : 0u);
+    constexpr uint32_t kCopyRows = kCopy ? Tiles::kRows / 32 : 1;     // per lane
+    static_assert(!kCopy || (Tiles::kRows % 32 == 0 && kSubTiles == 1), "kScaleCopy: whole lanes, the plain GEMM");
+    const uint32_t lane = threadIdx.x % 32;
     PipelineState<kNumStages> pipe;
     uint32_t loads = 0;                            // stages filled so far
     UnitLoads l = first;
     for (uint32_t u = blockIdx.x; u < sched.num_units; u += gridDim.x) {
         if (u != blockIdx.x) l = tiles.loads(sched, u);
+        const float* pa[kCopyRows];
+        const float* pb = nullptr;
+        if constexpr (kCopy) {
+#pragma unroll
+            for (uint32_t j = 0; j < kCopyRows; ++j) {
+                const uint32_t row = min(l.s_row + lane + 32 * j, tiles.M - 1);
+                pa[j] = copy.a_scale + static_cast<int64_t>(row) * copy.sa_stride_m +
+                        static_cast<int64_t>(l.w.kb_begin) * copy.sa_stride_k;
+            }
+            pb = copy.b_scale + static_cast<int64_t>(l.sb_row) * copy.sb_stride_n +
+                 static_cast<int64_t>(l.w.kb_begin) * copy.sb_stride_k;
+        }
         for (uint32_t sub = 0; sub < kSubTiles; ++sub) {
             for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
                 // The ring's first round needs no wait: every stage starts empty.
                 if (loads >= kNumStages) mbarrier_wait_parity(&smem.empty_bar[pipe.stage], pipe.empty_parity());
+                if constexpr (kCopy) {
+#pragma unroll
+                    for (uint32_t j = 0; j < kCopyRows; ++j) {
+                        cp_async_4(scale_slots + pipe.stage * Tiles::kRows + lane + 32 * j, pa[j]);
+                        pa[j] += copy.sa_stride_k;
+                    }
+                    if (lane == 0) cp_async_4(b_slots + pipe.stage * general::kBSlotFloats + (kb & 3u), pb);
+                    pb += copy.sb_stride_k;
+                    cp_async_arrive_noinc(&smem.full_bar[pipe.stage]);
+                    if (lane != 0) continue;
+                }
                 Mbarrier* bar = &smem.full_bar[pipe.stage];
                 mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kScaleBoxBytes);
                 tma_load_2d(smem.a + pipe.stage * kAStage, tmap_a, bar, kb * general::BLOCK_K, l.a_row);
@@ -241,11 +286,12 @@ template <uint32_t kNumStages, bool kTmaStore, bool kGrouped, class Tiles, class
 __device__ __forceinline__ void general_cta_start(const Tiles& tiles, const Smem& smem, uint32_t* tile_prefix,
                                                   const TmaDescriptor* tmap_a, const TmaDescriptor* tmap_b,
                                                   const TmaDescriptor* tmap_c, uint32_t warp_idx, bool early_start,
-                                                  typename Tiles::Scheduler& producer_sched, UnitLoads& producer_first) {
+                                                  typename Tiles::Scheduler& producer_sched, UnitLoads& producer_first,
+                                                  uint32_t fillers = 1) {
     if (!kGrouped && warp_idx / 4 == 0) setmaxnreg_dec<general::kProducerRegs>();
     if (threadIdx.x == 0)
         init_tma_ring<kNumStages, kTmaStore>(tmap_a, tmap_b, tmap_c, smem.full_bar, smem.empty_bar,
-                                             Tiles::kConsumerWarps);
+                                             Tiles::kConsumerWarps, fillers);
     if constexpr (kGrouped)
         group_tile_prefix<Tiles::kTokenTile>(tiles.groups, tiles.num_groups, tiles.group_rows, tiles.M, tile_prefix);
     producer_early_start<!kGrouped>(warp_idx == general::kProducerThread / 32 && early_start, producer_sched,
@@ -262,16 +308,19 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
                                                  typename Tiles::Scheduler& producer_sched, UnitLoads producer_first,
                                                  const TmaDescriptor* tmap_sa = nullptr,
                                                  const TmaDescriptor* tmap_sb = nullptr,
-                                                 float* scale_slots = nullptr) {
+                                                 float* scale_slots = nullptr,
+                                                 const ScaleCopySrc& copy = ScaleCopySrc{}) {
     if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
-    if (threadIdx.x == general::kProducerThread) {
+    constexpr bool kCopy = (kScaleTma & general::kScaleCopy) != 0;      // the whole warp (produce_units)
+    if (kCopy ? threadIdx.x / 32 == general::kProducerThread / 32 : threadIdx.x == general::kProducerThread) {
         if (!early_start) producer_sched = tiles.scheduler();
         // The first unit's loads come from before the CTA sync (grouped, split: located here);
         // each next unit's are located after the previous unit's last load.
         UnitLoads l = producer_first;
         if (!early_start && blockIdx.x < producer_sched.num_units) l = tiles.loads(producer_sched, blockIdx.x);
         produce_units<kNumStages, kSubTiles, kSwiGLU, kScaleTma>(tiles, producer_sched, l, smem, tmap_a, tmap_b,
-                                                                 tmap_sa, tmap_sb, scale_slots);
+                                                                 tmap_sa, tmap_sb, scale_slots, copy);
+        if constexpr (kCopy) cp_async_wait_all();
     }
 }
 

@@ -96,6 +96,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
     // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
     constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
+    constexpr bool kCopySlots = (kScaleTma & kScaleCopy) != 0;   // slots filled by copy_scale_slots
+    static_assert(!kCopySlots || (kSlotsA && kSlotsB), "kScaleCopy fills both slots");
     constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
     static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
     constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
@@ -124,15 +126,18 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
-    if (kSlotsA && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
-    if (kSlotsB && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
+    if (kSlotsA && !kCopySlots && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if (kSlotsB && !kCopySlots && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
-                                                        early_start, producer_sched, producer_first);
+                                                        early_start, producer_sched, producer_first,
+                                                        1u + (kCopySlots ? kScaleCopyArrivals : 0u));
     if (warpgroup_idx == 0) {
         general_producer<kNumStages, kSubTiles, kSwiGLU, kGrouped, kScaleTma>(tiles, smem, &tmap_a, &tmap_b,
                                                                               early_start, producer_sched,
                                                                               producer_first, &tmap_sa, &tmap_sb,
-                                                                              smem.hold);
+                                                                              smem.hold,
+                                                                              ScaleCopySrc{a_scale, sa_stride_m, sa_stride_k,
+                                                                                           b_scale, sb_stride_n, sb_stride_k});
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();

@@ -5,10 +5,14 @@ general kernel's source is patched in this process (PATCH, comma-separated; none
 simple: one accumulator; simple2: the same unrolled by 2; feed: no wgmma at all, so that the time
 is the TMA feed's and the barriers' alone; noscale: the consumers' scale loads replaced by 1.0;
 hint: every TMA load with an explicit L2 cache hint, evict-normal, as DeepGEMM issues them;
+pfD, D a number: every K block's scale loads also prefetch into L1 the scales D blocks on;
 results meaningless under feed / noscale), and the launch changed (GRID=sms: one CTA per SM even
 where fewer tiles; CARVEOUT=percent: the kernels' preferred shared-memory carve-out), the tiles
 forced (TILES=feed: a ring depth sweep), DeepGEMM's fp8_gemm_nt beside them as the yardstick
-across processes. CUPTI, L2 flushed, median of ITERS rounds in turns.
+across processes. SCALES=copy: the producer warp copies both scales into the stage slots where
+the consumers would load them (the kernel's kScaleCopy); ASCALE=m-major: fp8gemm gets As M-major
+(quantize_per_token_group(m_major_scales=True)'s layout, As by TMA into the slots). CUPTI, L2
+flushed, median of ITERS rounds in turns.
 Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
 import json
 import os
@@ -46,6 +50,15 @@ TMA_LOAD_HINT = '''"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::com
         " [%0], [%1, {%3, %4}], [%2], %5;"
         ::"r"(smem_addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)),
           "r"(c0), "r"(c1), "l"(0x1000000000000000ull)'''
+LEAN_LOAD = "                            if (kb + 1 < w.kb_end) {\n                                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }\n"
+STEP_LOAD = "                            const int64_t step = kb + 1 < w.kb_end ? 1 : 0;\n"
+PREFETCH = """                            if (kb + {d} < w.kb_end) {{   // the pointers are one block on
+                                const auto pf = [](const float* q) {{ asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(q))); }};
+                                if constexpr (!kSlotsA) {{ pf(pa0 + {d1} * sa_stride_k); pf(pa1 + {d1} * sa_stride_k); }}
+                                if constexpr (!kSlotsB) pf(pb + {d1} * sb_stride_k);
+                            }}
+"""
+PREFETCH0 = PREFETCH.replace("{d1}", "{d}").replace("   // the pointers are one block on", "")
 _flatten = compiler.flatten
 
 
@@ -59,6 +72,10 @@ def patched(variant):
     if "hint" in PATCH:
         assert s.count(TMA_LOAD) == 1, "the patch's anchor moved"
         s = s.replace(TMA_LOAD, TMA_LOAD_HINT)
+    for d in [int(p[2:]) for p in PATCH if p.startswith("pf")]:
+        assert s.count(LEAN_LOAD) == 1 and s.count(STEP_LOAD) == 1, "the patch's anchors moved"
+        s = s.replace(LEAN_LOAD, PREFETCH.format(d=d, d1=d - 1) + LEAN_LOAD)
+        s = s.replace(STEP_LOAD, PREFETCH0.format(d=d) + STEP_LOAD)
     if "noscale" in PATCH:
         for old, new, n in NOSCALE:
             assert s.count(old) == n, "the patch's anchor moved"
@@ -77,6 +94,15 @@ if os.environ.get("GRID") == "sms":           # one CTA per SM: the idle ones fi
     def _plan_all_sms(p, kern, grid, *args, **kw):
         return launcher.Plan(p, kern, launcher.sm_count(p.device), *args, **kw)
     _general.Plan = _plan_all_sms
+if os.environ.get("SCALES") == "copy":       # the scales copied into the slots, not the consumers' loads
+    from fp8gemm.dispatch import general as _g
+    _source = _g.scale_source
+
+    def _copy_source(p, cand):
+        got = _source(p, cand)
+        fits = cand.smem_bytes(p.out_dtype, _g.SCALE_COPIED) <= _g.MAX_SMEM_PER_BLOCK
+        return (_g.SCALE_COPIED,) + got[1:] if got[0] == _g.SCALE_LOADS and p.out_dtype != "float32" and fits else got
+    _g.scale_source = _copy_source
 if os.environ.get("CARVEOUT"):
     _build = compiler._build
 
@@ -113,6 +139,9 @@ def main(out):
         case = random_case(m, n, k, seed=1)
         keep.append(case)
         a, b, sa, sb = case.as_torch()
+        if os.environ.get("ASCALE") == "m-major":
+            from fp8gemm.bench.cli import m_major_copy
+            sa = m_major_copy(sa)
         ref = None
         for c in TILES:
             if (os.environ.get("TILES") != "feed" and (c.block_m == 128) != (m >= 256)) or \
@@ -123,6 +152,7 @@ def main(out):
             ref = got if ref is None else ref
             assert "feed" in PATCH or "noscale" in PATCH or torch.equal(got, ref), f"{m}x{n}x{k} {c.label()}: not bitwise the first tile's result"
             fns[f"{m}x{n}x{k} {c.label()}"] = f
+        fns[f"{m}x{n}x{k} auto"] = (lambda a=a, b=b, sa=sa, sb=sb: fp8gemm.matmul(a, b, sa, sb))
         if prepare_deepgemm is not None:
             fns[f"{m}x{n}x{k} deepgemm"] = prepare_deepgemm(Inputs(case, "bfloat16"))["fp8_gemm_nt"]
     torch.cuda.synchronize()

@@ -266,14 +266,16 @@ def test_fallback_raster_group_rule():
 def test_scale_source_follows_the_layout(monkeypatch):
     """As goes by TMA into the stage slots only where a TMA map can describe it per stage (M-major,
     16-byte aligned base and stride, at least a tile of rows) and its slots fit beside the stages;
-    never for FP32 out. Bs is always a load (one address per warpgroup), as is a K-major As."""
+    never for FP32 out. Bs is always a load (one address per warpgroup), as is a K-major As: the
+    copied slots (SCALE_COPIED) run only when forced."""
     import types
 
     from fp8gemm import tma
     from fp8gemm.dispatch import general as g
     maps = []
     monkeypatch.setattr(tma, "encode_2d", lambda *args: maps.append(args) or "map")
-    A, L = g.SCALE_SLOTS_A, g.SCALE_LOADS
+    A, C, L = g.SCALE_SLOTS_A, g.SCALE_COPIED, g.SCALE_LOADS
+    assert C == 7
 
     def source(m=256, n=1024, k=4096, sm=1, sk=256, sbn=32, sbk=1, ptr=1 << 20, dt="bfloat16",
                cand=g.General(128, 5)):
@@ -291,8 +293,10 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert source(m=100, sk=104) == L                                             # fewer rows than a tile
     assert source(m=100, sk=104, cand=g.General(32, 8, 8, 1, 64)) == A            # a 64-row tile
     assert source(cand=g.General(128, 6)) == L                                    # As slots leave no room
-    c6 = g.General(128, 6)
-    assert g.General(128, 5).smem_bytes("bfloat16", A) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
+    assert C not in {source(sm=sm, sk=sk, ptr=ptr) for sm, sk, ptr in ((32, 1, 1 << 20), (1, 256, 4))}
+    c5, c6 = g.General(128, 5), g.General(128, 6)
+    assert c5.smem_bytes("bfloat16", C) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
+    assert c5.smem_bytes("bfloat16", C) - c5.smem_bytes("bfloat16") == 5 * (128 * 4 + g.B_SLOT_BYTES)
 
 
 def test_wg3_as_slots_follow_the_layout():

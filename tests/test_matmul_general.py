@@ -481,22 +481,25 @@ def _scales_in_layout(sa, layout):
 
 
 @pytest.mark.parametrize("cfg", [General(128, 5), General(64, 6), General(32, 8, 8, 1, 64), General(128, 4, 8, 3),
-                                 General(16, 6, 8, 2, 64), General(32, 16, 8, 1, 64)], ids=lambda c: c.label())
+                                 General(16, 6, 8, 2, 64), General(32, 16, 8, 1, 64), General(128, 6)],
+                         ids=lambda c: c.label())
 @pytest.mark.parametrize("m,n,k,out_dtype", [(200, 300, 1040, "bfloat16"), (130, 1000, 7168, "float16"),
                                              (257, 136, 4096, "bfloat16"), (128, 256, 512, "bfloat16"),
                                              (64, 512, 256, "bfloat16")])
-def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg):
+def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
     """The plain GEMM reads As from its stage slots (filled by TMA from an M-major As) or from
-    global memory, depending on the layout, and Bs always from global memory; every layout gives
-    the same bits, the slots read nothing of the NaN border around As, and every one passes the
-    accuracy check."""
+    global memory, depending on the layout, and Bs from global memory; or both from slots the
+    producer warp copies them into from any layout (kScaleCopy, forced here where the slots fit).
+    Every source gives the same bits, none reads the NaN border around As or Bs, and every one
+    passes the accuracy check."""
     import types
 
     import cupy
-    from fp8gemm.dispatch.general import SCALE_SLOTS_A, scale_source
+    from fp8gemm.dispatch import general as g
     case = random_case(m, n, k, seed=21)
     if not cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
         pytest.skip(f"{cfg.label()} does not take {m} x {n} x {k}")
+    fits = {mask: cfg.smem_bytes(out_dtype, mask) <= g.MAX_SMEM_PER_BLOCK for mask in (g.SCALE_SLOTS_A, g.SCALE_COPIED)}
     results = {}
     for layout, want in SCALE_LAYOUTS.items():
         sa = _scales_in_layout(case.a_scale, layout)
@@ -506,18 +509,31 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg):
         stub = types.SimpleNamespace(out_dtype=out_dtype, sa_ptr=sa.data.ptr, k=k, m=m, n=n,
                                      sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
                                      sb_ptr=sb.data.ptr, sb_stride_n=sb.strides[0] // 4, sb_stride_k=1)
-        a_slots = SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m else 0
-        if cfg.smem_bytes(out_dtype, a_slots) > 232448:
-            a_slots = 0
-        assert scale_source(stub, cfg)[0] == a_slots, (layout, sa.strides)
+        expect = g.SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m and fits[g.SCALE_SLOTS_A] else g.SCALE_LOADS
+        assert g.scale_source(stub, cfg)[0] == expect, (layout, sa.strides)
         out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
         results[layout] = cupy.asarray(out).view(cupy.uint16)
     # Bs at a 4-byte offset
-    sb_loads = poisoned(case.b_scale, np.nan, pad_cols=4, col0=1)[0]
-    out = fp8gemm.matmul(case.a, case.b, _scales_in_layout(case.a_scale, "k-major"), sb_loads, out_dtype=out_dtype,
-                         config=cfg)
-    results["Bs loads"] = cupy.asarray(out).view(cupy.uint16)
+    sb_offset = poisoned(case.b_scale, np.nan, pad_cols=4, col0=1)[0]
+    sa_k = _scales_in_layout(case.a_scale, "k-major")
+    out = fp8gemm.matmul(case.a, case.b, sa_k, sb_offset, out_dtype=out_dtype, config=cfg)
+    results["Bs at an offset"] = cupy.asarray(out).view(cupy.uint16)
+    # both copied into the slots by the producer warp, forced: As K-major and M-major at a 4-byte
+    # offset, Bs at a 4-byte offset
+    if fits[g.SCALE_COPIED] and out_dtype != "float32":
+        source = g.scale_source
+        monkeypatch.setattr(g, "scale_source", lambda p, c: (g.SCALE_COPIED,) + source(p, c)[1:])
+        from fp8gemm import plans
+        plans.PLANS.clear()                           # no plan of the calls above
+        try:
+            for layout in ("k-major, 4-byte offset", "m-major, 4-byte offset"):
+                sa_c = _scales_in_layout(case.a_scale, layout)
+                out = fp8gemm.matmul(case.a, case.b, sa_c, sb_offset, out_dtype=out_dtype, config=cfg)
+                check(out, case, out_dtype)
+                results[f"copied, {layout}"] = cupy.asarray(out).view(cupy.uint16)
+        finally:
+            plans.PLANS.clear()                       # nor of these, for the tests after
     base = results["k-major"]
     for layout, got in results.items():
         assert bool((got == base).all()), f"{layout} differs from the K-major result"

@@ -45,6 +45,23 @@ __device__ __forceinline__ void mbarrier_arrive_if(uint32_t bar, bool pred) {
         "}\n" ::"r"(bar), "r"(static_cast<uint32_t>(pred)) : "memory");
 }
 
+/// cp.async of 4 bytes from global to shared memory, cached in L1 (.ca): nothing waits on it here.
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
+    asm volatile("cp.async.ca.shared::cta.global [%0], [%1], 4;"
+                 ::"r"(smem_addr(smem_dst)), "l"(__cvta_generic_to_global(gmem_src)) : "memory");
+}
+
+/// cp.async.mbarrier.arrive.noinc: one arrival on `bar` once this thread's earlier cp.async have
+/// landed; counted in the barrier's expected arrivals (noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc(Mbarrier* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/// cp.async.wait_all: this thread's cp.async have all landed.
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 /// mbarrier.arrive.expect_tx: one arrival and announce `bytes` of incoming transactions.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(Mbarrier* bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
