@@ -82,8 +82,8 @@ def scale_source(p, cand: General):
     loads are the scale path's whole cost on 128 x 128 tiles (4096^3: 112.9 us, 103.3 without
     them, 113.6 without the Bs load), while a Bs box per stage cost the producer 5-14%; a K-major
     As has no box TMA can fill per stage (16 bytes of each tile row). Both slots filled by the
-    producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 2-30%
-    slower than the consumers' loads on every mid-M tile, so it runs only when forced
+    producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 1-39%
+    slower than the consumers' loads on 22 of 24 mid-M tiles, so it runs only when forced
     (bench/NOTES.md)."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":

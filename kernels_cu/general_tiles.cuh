@@ -86,7 +86,8 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 /// kScaleCopy, with both slot bits: the slots are filled not by TMA but by the producer warp's
 /// cp.async from As and Bs of any layout (produce_units), a float per tile row and stage.
 /// NOTES: the consumers' own loads of the next block's scales, waited on inside the next block's
-/// wgmma issue, cost 8-12% at mid M (bench/NOTES.md).
+/// wgmma issue, cost 5-15% at mid M (the kernel with no scale loads), yet these copies ran slower
+/// than those loads on 22 of 24 mid-M tiles, so they run only when forced (bench/NOTES.md).
 enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4 };
 constexpr uint32_t kScaleCopyArrivals = 32;        // the producer warp's lanes' arrivals on each full barrier
 constexpr uint32_t kBSlotFloats = 32;
@@ -209,7 +210,7 @@ __host__ __device__ constexpr uint32_t general_max_box_shift() {
 /// kScaleCopy: run by the producer's whole warp, lane 0 issuing the TMA, and every lane copying
 /// its tile rows' As (rows past M read row M - 1, never stored) and lane 0 the tile's Bs into the
 /// stage's slots by cp.async, each lane then arriving on the stage's full barrier when its copies
-/// land: the warp never waits on a scale load, which run as many stages ahead as the ring.
+/// land: the warp never waits on a scale load, and the copies run as many stages ahead as the ring.
 template <uint32_t kNumStages, uint32_t kSubTiles, bool kSwiGLU, int kScaleTma = 0, class Tiles, class Smem>
 __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename Tiles::Scheduler& sched,
                                               UnitLoads first, const Smem& smem, const TmaDescriptor* tmap_a,

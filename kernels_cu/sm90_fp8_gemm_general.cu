@@ -96,7 +96,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
     // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
     constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
-    constexpr bool kCopySlots = (kScaleTma & kScaleCopy) != 0;   // slots filled by copy_scale_slots
+    constexpr bool kCopySlots = (kScaleTma & kScaleCopy) != 0;   // slots filled by the producer warp's cp.async
     static_assert(!kCopySlots || (kSlotsA && kSlotsB), "kScaleCopy fills both slots");
     constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
     static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
