@@ -31,9 +31,16 @@ MAX_SPLITS = 16
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
-SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B, SCALE_COPY = 0, 1, 2, 4   # kScaleTma bits (general_tiles.cuh ScaleSource)
+SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B, SCALE_COPY, SCALE_WINDOW = 0, 1, 2, 4, 8   # kScaleTma (ScaleSource)
 SCALE_COPIED = SCALE_SLOTS_A | SCALE_SLOTS_B | SCALE_COPY    # both slots, filled by the producer warp's cp.async
 B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
+WINDOW_BLOCKS = 32                                   # K blocks per scale window (128 bytes of a K-major row)
+
+
+def window_bytes(block_m: int) -> int:
+    """general_tiles.cuh ScaleWindows<block_m>::kBytes: two windows of As (block_m x 32 floats)
+    and Bs (32 floats), their four barriers, padded."""
+    return 2 * block_m * WINDOW_BLOCKS * 4 + 2 * WINDOW_BLOCKS * 4 + 256
 NO_SCALE_MAP = (("desc", tma.ZERO_DESCRIPTOR),) * 2   # the general kernel's last arguments, unused
 
 
@@ -74,6 +81,22 @@ def m_major_as_map(p, rows: int):
     return tma.encode_2d(p.sa_ptr, cdiv(p.k, BLOCK_K), p.m, p.sa_stride_k * 4, 1, rows, 4, tma.SWIZZLE_NONE)
 
 
+def k_major_windows_fit(p) -> bool:
+    """Whether TMA can read As and Bs in windows of 32 K blocks (SCALE_WINDOW): both K-major
+    (unit K stride) with 16-byte aligned bases and row strides."""
+    return (p.sa_stride_k == 1 and p.sb_stride_k == 1 and p.sa_ptr % 16 == 0 and p.sb_ptr % 16 == 0
+            and (p.sa_stride_m * 4) % 16 == 0 and (p.sb_stride_n * 4) % 16 == 0)
+
+
+def window_maps(p, rows: int) -> tuple:
+    """The maps of SCALE_WINDOW: As [M, K / 128] with box {rows, 32} (128B-swizzled: the kernel
+    reads it through the swizzle, ScaleWindows::a_at) and Bs [N / 128, K / 128] with box {1, 32};
+    TMA zero-fills what lies past either."""
+    kb = cdiv(p.k, BLOCK_K)
+    return (tma.encode_2d(p.sa_ptr, p.m, kb, p.sa_stride_m * 4, rows, WINDOW_BLOCKS, 4),
+            tma.encode_2d(p.sb_ptr, cdiv(p.n, BLOCK_K), kb, p.sb_stride_n * 4, 1, WINDOW_BLOCKS, 4, tma.SWIZZLE_NONE))
+
+
 def scale_source(p, cand: General):
     """(kScaleTma, As map, Bs map) of a plain GEMM with coarse promotion (not FP32 out): an M-major
     As (SCALE_SLOTS_A: at least a tile of rows, 16-byte aligned base and stride) goes by TMA into a
@@ -84,13 +107,26 @@ def scale_source(p, cand: General):
     As has no box TMA can fill per stage (16 bytes of each tile row). Both slots filled by the
     producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 1-39%
     slower than the consumers' loads on 22 of 24 mid-M tiles, so it runs only when forced
-    (bench/NOTES.md)."""
+    (bench/NOTES.md). A K-major As and Bs with 16-byte aligned rows come by TMA in windows of 32 K
+    blocks (SCALE_WINDOW) on the tiles where the windows measured faster than the loads
+    (windows_win) and where they fit beside the stages."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
     if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
         return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
+    if windows_win(cand) and k_major_windows_fit(p) and \
+            cand.smem_bytes(p.out_dtype, SCALE_WINDOW) <= MAX_SMEM_PER_BLOCK:
+        return (SCALE_WINDOW,) + window_maps(p, cand.block_m)
     return none
+
+
+def windows_win(cand: General) -> bool:
+    """The tiles whose scale windows ran faster than the consumers' loads (H200, DeepGEMM's
+    shapes at M = 64-4096, bench/NOTES.md): 128-row tiles (1-3%) and 64 x 128 (6-8%). On 64-row
+    tiles with block_n <= 64 the loads ran as fast or faster with the shallow rings those tiles use
+    (64 x 64 s6: 5-6%; 64 x 32 s8: 4-11%)."""
+    return cand.block_m == BLOCK_M or cand.block_n == 128
 
 
 def ring64_stages(block_n: int, most: int) -> int:
@@ -208,11 +244,13 @@ class General(Candidate):
 
     def smem_bytes(self, out_dtype: str = "bfloat16", scale_slots: int = SCALE_LOADS) -> int:
         """The ring, the TMA-store staging and the scale slots of ``scale_slots`` (a kScaleTma
-        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage."""
+        mask): As, a float per tile row and stage; Bs, B_SLOT_BYTES per stage; SCALE_WINDOW, the
+        two windows (window_bytes)."""
         slots = (self.block_m * 4 if scale_slots & SCALE_SLOTS_A else 0) + \
             (B_SLOT_BYTES if scale_slots & SCALE_SLOTS_B else 0)
+        windows = window_bytes(self.block_m) if scale_slots & SCALE_WINDOW else 0
         return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
-                               self.block_m) + self.stages * slots
+                               self.block_m) + self.stages * slots + windows
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (self.block_n in BLOCK_NS and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1

@@ -88,13 +88,43 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 /// NOTES: the consumers' own loads of the next block's scales, waited on inside the next block's
 /// wgmma issue, cost 5-15% at mid M (the kernel with no scale loads), yet these copies ran slower
 /// than those loads on 22 of 24 mid-M tiles, so they run only when forced (bench/NOTES.md).
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4 };
+/// kScaleWindow (alone): a K-major As and Bs whose rows are 16-byte aligned come by TMA once per
+/// 32 K blocks of a unit, not once per stage: a window of the tile's As rows x 32 K blocks (128
+/// bytes of each row, one box {32, kRows}, 128B-swizzled so that the 8 rows a warp reads at one K
+/// block lie in 8 different bank groups) and the tile's Bs row x 32 K blocks (box {32, 1}), two
+/// windows in turn (ScaleWindows). NOTES: the consumers' loads of a K-major As touch one cache
+/// line per tile row and K block (17 L1 wavefronts per warp and block); the window's TMA reads
+/// each line once, and the consumers read it from shared memory in one wavefront per scale.
+enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4, kScaleWindow = 8 };
 constexpr uint32_t kScaleCopyArrivals = 32;        // the producer warp's lanes' arrivals on each full barrier
 constexpr uint32_t kBSlotFloats = 32;
 template <int kScaleTma, uint32_t kRows>
 __host__ __device__ constexpr uint32_t scale_slot_floats() {
     return ((kScaleTma & kScaleSlotsA) ? kRows : 0u) + ((kScaleTma & kScaleSlotsB) ? kBSlotFloats : 0u);
 }
+
+/// kScaleWindow's two windows in the hold (1024-byte aligned): As [2][kRows][32] floats, each
+/// 128-byte row's 16-byte chunks swizzled by the row (TMA's 128B swizzle), then Bs [2][32], then
+/// each window's full barrier (the producer's arrival and the boxes' bytes) and empty barrier
+/// (one arrival per consumer warp, after its reads of the window's last K block).
+template <uint32_t kRows>
+struct ScaleWindows {
+    static constexpr uint32_t kBlocks = 32;                      // K blocks per window: 128 B of a row
+    static constexpr uint32_t kABytes = kRows * kBlocks * 4u;
+    static constexpr uint32_t kBytes = 2 * kABytes + 2 * kBlocks * 4u + 256u;   // + barriers, padded
+    static constexpr uint32_t kTxBytes = kABytes + kBlocks * 4u;
+    float* base;
+    __device__ __forceinline__ float* a(uint32_t w) const { return base + w * (kABytes / 4); }
+    __device__ __forceinline__ float* b(uint32_t w) const { return base + 2 * (kABytes / 4) + w * kBlocks; }
+    __device__ __forceinline__ Mbarrier* full(uint32_t w) const {
+        return reinterpret_cast<Mbarrier*>(base + 2 * (kABytes / 4) + 2 * kBlocks) + w;
+    }
+    __device__ __forceinline__ Mbarrier* empty(uint32_t w) const { return full(2) + w; }
+    /// Window w's As of tile row r at K block c (of the window's 32).
+    __device__ __forceinline__ float a_at(uint32_t w, uint32_t r, uint32_t c) const {
+        return a(w)[r * kBlocks + ((((c >> 2) ^ (r & 7u)) << 2) | (c & 3u))];
+    }
+};
 
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,
 /// BLOCK_N-row B stages, the TMA-store staging of each consumer warpgroup, the fused SwiGLU's
@@ -220,6 +250,11 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
     constexpr uint32_t kAStage = Tiles::kRows * general::BLOCK_K;
     constexpr uint32_t kBStage = (Smem::kTileBytes / kNumStages) - kAStage;
     constexpr bool kCopy = (kScaleTma & general::kScaleCopy) != 0;     // slots filled by this warp's cp.async
+    constexpr bool kWindow = (kScaleTma & general::kScaleWindow) != 0;
+    using Windows = general::ScaleWindows<Tiles::kRows>;
+    const Windows windows{scale_slots};
+    PipelineState<2> wpipe;                        // the window being filled
+    uint32_t windows_loaded = 0;
     constexpr bool kSlotsA = (kScaleTma & general::kScaleSlotsA) != 0 && !kCopy;
     constexpr bool kSlotsB = (kScaleTma & general::kScaleSlotsB) != 0 && !kCopy;
     constexpr uint32_t kScaleBoxBytes = (kSlotsA ? Tiles::kRows * 4u : 0u) + (kSlotsB ? 16u : 0u);   // the boxes
@@ -247,6 +282,20 @@ __device__ __forceinline__ void produce_units(const Tiles& tiles, const typename
         for (uint32_t sub = 0; sub < kSubTiles; ++sub) {
             for (uint32_t kb = l.w.kb_begin; kb < l.w.kb_end; ++kb, ++pipe, ++loads) {
                 // The ring's first round needs no wait: every stage starts empty.
+                if constexpr (kWindow) {
+                    // A unit's first block and every 32nd: the next window, once the consumers
+                    // are done with what it held two windows ago.
+                    if (kb == l.w.kb_begin || kb % Windows::kBlocks == 0) {
+                        if (windows_loaded >= 2) mbarrier_wait_parity(windows.empty(wpipe.stage), wpipe.empty_parity());
+                        Mbarrier* wbar = windows.full(wpipe.stage);
+                        mbarrier_arrive_expect_tx(wbar, Windows::kTxBytes);
+                        const uint32_t k0 = kb & ~(Windows::kBlocks - 1);
+                        tma_load_2d(windows.a(wpipe.stage), tmap_sa, wbar, k0, l.s_row);
+                        tma_load_2d(windows.b(wpipe.stage), tmap_sb, wbar, k0, l.sb_row);
+                        ++wpipe;
+                        ++windows_loaded;
+                    }
+                }
                 if (loads >= kNumStages) mbarrier_wait_parity(&smem.empty_bar[pipe.stage], pipe.empty_parity());
                 if constexpr (kCopy) {
 #pragma unroll

@@ -98,15 +98,23 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     constexpr bool kSlotsA = (kScaleTma & kScaleSlotsA) != 0, kSlotsB = (kScaleTma & kScaleSlotsB) != 0;
     constexpr bool kCopySlots = (kScaleTma & kScaleCopy) != 0;   // slots filled by the producer warp's cp.async
     static_assert(!kCopySlots || (kSlotsA && kSlotsB), "kScaleCopy fills both slots");
+    constexpr bool kWindow = (kScaleTma & kScaleWindow) != 0;    // both scales by windows of 32 K blocks
+    static_assert(!kWindow || kScaleTma == kScaleWindow, "kScaleWindow brings both scales, alone");
+    using Windows = ScaleWindows<BLOCK_M>;
     constexpr uint32_t kSlotFloats = scale_slot_floats<kScaleTma, BLOCK_M>();
-    static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0, "the hold is given per consumer");
-    constexpr uint32_t kHoldBytes = kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
-                                                             : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
+    static_assert(kSlotFloats * kNumStages * 4 % kConsumers == 0 && Windows::kBytes % kConsumers == 0,
+                  "the hold is given per consumer");
+    constexpr uint32_t kHoldBytes = kWindow ? Windows::kBytes / kConsumers
+                                    : kScaleTma != kScaleLoads ? kNumStages * kSlotFloats * 4u / kConsumers
+                                                               : kHoldPerWarpgroup * static_cast<uint32_t>(sizeof(float));
     using SmemLayout = Smem<BLOCK_N, kNumStages, kTmaStore ? Staging::kBytes : 0, kHoldBytes, kConsumers>;
     constexpr uint32_t SMEM_A_PER_STAGE = BLOCK_M * BLOCK_K;   // 16 KiB (8 with one consumer), 1 byte per FP8
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
+    static_assert(!kWindow || (SmemLayout::kTileBytes + (kTmaStore ? kConsumers * Staging::kBytes : 0u)) % 1024 == 0,
+                  "the swizzled As windows need a 1024-byte aligned hold");
+    const Windows windows{smem.hold};
     volatile uint32_t* last_split_flag = smem.flags;
     uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
 
@@ -126,8 +134,14 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     // own set-up and scale loads are the first stage's critical path, and holding them at the CTA
     // sync while the producer located its unit cost 2-6%, bench/NOTES.md).
     const bool early_start = !kGrouped && num_splits == 1;
-    if (kSlotsA && !kCopySlots && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
-    if (kSlotsB && !kCopySlots && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
+    if ((kWindow || (kSlotsA && !kCopySlots)) && threadIdx.x == 0) prefetch_tensormap(&tmap_sa);
+    if ((kWindow || (kSlotsB && !kCopySlots)) && threadIdx.x == 0) prefetch_tensormap(&tmap_sb);
+    if (kWindow && threadIdx.x == 0) {           // fenced with the ring's barriers (init_tma_ring)
+        for (uint32_t i = 0; i < 2; ++i) {
+            mbarrier_init(windows.full(i), 1);
+            mbarrier_init(windows.empty(i), Tiles::kConsumerWarps);
+        }
+    }
     general_cta_start<kNumStages, kTmaStore, kGrouped>(tiles, smem, tile_prefix, &tmap_a, &tmap_b, &tmap_c, warp_idx,
                                                         early_start, producer_sched, producer_first,
                                                         1u + (kCopySlots ? kScaleCopyArrivals : 0u));
@@ -158,6 +172,13 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         float accum[Mma::kNumAccum];   // one promotion group of this warpgroup's 64 x BLOCK_N
         float total[Mma::kNumAccum];   // running FP32 sum after scale promotion
         PipelineState<kNumStages> pipe;
+        PipelineState<2> wpipe;        // kWindow: the scale window of the block being read
+        // kWindow: a unit's first block and every 32nd open a window (wait for its TMA), its last
+        // block and every 32nd from 31 on close it (this warp's arrival on its empty barrier).
+        const auto window_opens = [](uint32_t kb, const WorkUnit& u) { return kb == u.kb_begin || kb % Windows::kBlocks == 0; };
+        const auto window_closes = [](uint32_t kb, const WorkUnit& u) {
+            return kb + 1 == u.kb_end || kb % Windows::kBlocks == Windows::kBlocks - 1;
+        };
 
         // Passes: each work unit's kSubTiles sub-tiles in turn (one, unless kSwiGLU), then this
         // CTA's next unit gridDim.x further on.
@@ -183,7 +204,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             const bool lone_tile = !kGrouped || tile_prefix[t.group + 1] - tile_prefix[t.group] == 1;
             if (w.num_splits == 1 && lone_tile && t.row_base + math_wg * kWgmmaM >= row_limit) {
                 pass_stages<kOrderedIssue>(w.kb_begin, w.kb_end, pipe, smem.full_bar, smem.empty_bar, lane_idx,
-                                           CtaShape::kOrderBarrier, kNumConsumerThreads);
+                                           CtaShape::kOrderBarrier, kNumConsumerThreads, [&](uint32_t kb) {
+                    if constexpr (kWindow) {   // the windows are passed on too, each after its TMA landed
+                        if (window_opens(kb, w)) mbarrier_wait_parity(windows.full(wpipe.stage), wpipe.full_parity());
+                        if (window_closes(kb, w)) {
+                            if (lane_idx == 0) mbarrier_arrive(windows.empty(wpipe.stage));
+                            ++wpipe;
+                        }
+                    }
+                });
                 continue;
             }
             const uint32_t row0 = t.row_base + row_in_tile;
@@ -217,8 +246,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 // kScaleTma: As and / or Bs come from the stage's slots (read after its full
                 // barrier), the others from global memory.
                 float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f;               // this block's raw scales
-                if constexpr (!kSlotsA) { a0 = *pa0; a1 = *pa1; }
-                if constexpr (!kSlotsB) b0 = *pb;
+                if constexpr (!kSlotsA && !kWindow) { a0 = *pa0; a1 = *pa1; }
+                if constexpr (!kSlotsB && !kWindow) b0 = *pb;
+                // kWindow: this thread's two rows in the unit's open window (rows r and r + 8 share
+                // r % 8, so one XOR finds both swizzled chunks), and the block that closes it.
+                const uint32_t win_xor = (row_in_tile & 7u) << 2;
+                const float* win_a = windows.a(wpipe.stage) + row_in_tile * Windows::kBlocks;
+                const float* win_b = windows.b(wpipe.stage);
+                uint32_t win_close = min(w.kb_begin | (Windows::kBlocks - 1), w.kb_end - 1);
+                if constexpr (kWindow) mbarrier_wait_parity(windows.full(wpipe.stage), wpipe.full_parity());
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
                 if constexpr (!kFinePromotion) {
@@ -273,6 +309,25 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // kScaleTma: from the slots of ``stage``, which hold block kb until this warp's
                     // finish() releases it.
                     const auto take_scales = [&](uint32_t kb, uint32_t stage) {
+                        if constexpr (kWindow) {
+                            const float* wa = win_a + ((kb % Windows::kBlocks) ^ win_xor);
+                            pa0v = wa[0];
+                            pa1v = wa[8 * Windows::kBlocks];
+                            pbv = win_b[kb % Windows::kBlocks];
+                            if (kb == win_close) {
+                                __syncwarp();      // every lane's reads before the warp's arrival
+                                if (lane_idx == 0) mbarrier_arrive(windows.empty(wpipe.stage));
+                                ++wpipe;
+                                // The next window's TMA left when the producer reached its first
+                                // block, a ring ahead: waited here, it has landed.
+                                if (kb + 1 < w.kb_end) mbarrier_wait_parity(windows.full(wpipe.stage), wpipe.full_parity());
+                                win_close = min(kb + Windows::kBlocks, w.kb_end - 1);
+                                win_a = windows.a(wpipe.stage) + row_in_tile * Windows::kBlocks;
+                                win_b = windows.b(wpipe.stage);
+                            }
+                            (void)stage;
+                            return;
+                        }
                         if constexpr (kSlotsA) {
                             const float* slot = smem.hold + stage * BLOCK_M;
                             a0 = slot[row_in_tile];

@@ -14,7 +14,10 @@ results meaningless under feed / noscale), and the launch changed (GRID=sms: one
 where fewer tiles; CARVEOUT=percent: the kernels' preferred shared-memory carve-out), the tiles
 forced (TILES=feed: a ring depth sweep), DeepGEMM's fp8_gemm_nt beside them as the yardstick
 across processes. SCALES=copy: the producer warp copies both scales into the stage slots where
-the consumers would load them (the kernel's kScaleCopy); ASCALE=m-major: fp8gemm gets As M-major
+the consumers would load them (the kernel's kScaleCopy); SCALES=window: both scales by TMA in
+windows of 32 K blocks, once per window (kScaleWindow), where the windows fit on any tile;
+SCALES=loads: the consumers' loads where the dispatcher would pick the windows; PATCH=ahead: the
+lean loop polls the next stage's full barrier before its wgmma wait, not after; ASCALE=m-major: fp8gemm gets As M-major
 (quantize_per_token_group(m_major_scales=True)'s layout, As by TMA into the slots). CUPTI, L2
 flushed, median of ITERS rounds in turns.
 Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
@@ -103,6 +106,23 @@ RING_TAKE = """                        if constexpr (kScaleTma == kScaleLoads &&
                             return;
                         }
 """ + RING_TAKE_ANCHOR
+# ahead: the lean loop waits for the next stage's full barrier before it waits for this block's
+# wgmma (not after), so that the path from the wgmma wait to the next block's issue holds no poll.
+AHEAD = [("                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);\n",
+          "                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);\n"
+          "                    bool ahead = false;\n                    uint32_t left = w.kb_end - w.kb_begin;\n"),
+         ("                        if constexpr (kLean) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());\n",
+          "                        if constexpr (kLean) { if (!ahead) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity()); }\n"),
+         ("                    const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {\n"
+          "                        wgmma_wait<0>();\n",
+          "                    const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {\n"
+          "                        ++pipe;\n                        ahead = kLean && --left > 0;\n"
+          "                        if (ahead) mbarrier_wait_parity(full0 + __shfl_sync(0xffffffffu, pipe.stage, 0) * 8u, pipe.full_parity());\n"
+          "                        wgmma_wait<0>();\n"),
+         ("                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);\n"
+          "                        ++pipe;\n                    };\n",
+          "                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);\n"
+          "                    };\n")]
 _flatten = compiler.flatten
 
 
@@ -123,6 +143,10 @@ def patched(variant):
     for d in [int(p[4:]) for p in PATCH if p.startswith("ring")]:
         assert s.count(RING_INIT_ANCHOR) == 1 and s.count(RING_TAKE_ANCHOR) == 1, "the patch's anchors moved"
         s = s.replace(RING_INIT_ANCHOR, RING_INIT.format(d=d)).replace(RING_TAKE_ANCHOR, RING_TAKE)
+    if "ahead" in PATCH:
+        for old, new in AHEAD:
+            assert s.count(old) == 1, "the patch's anchor moved"
+            s = s.replace(old, new)
     if "noscale" in PATCH:
         for old, new, n in NOSCALE:
             assert s.count(old) == n, "the patch's anchor moved"
@@ -150,6 +174,25 @@ if os.environ.get("SCALES") == "copy":       # the scales copied into the slots,
         fits = cand.smem_bytes(p.out_dtype, _g.SCALE_COPIED) <= _g.MAX_SMEM_PER_BLOCK
         return (_g.SCALE_COPIED,) + got[1:] if got[0] == _g.SCALE_LOADS and p.out_dtype != "float32" and fits else got
     _g.scale_source = _copy_source
+if os.environ.get("SCALES") == "loads":      # the consumers' loads wherever the dispatcher picks windows
+    from fp8gemm import tma as _tma
+    from fp8gemm.dispatch import general as _g
+    _source_l = _g.scale_source
+
+    def _loads_source(p, cand):
+        got = _source_l(p, cand)
+        return (_g.SCALE_LOADS, _tma.ZERO_DESCRIPTOR, _tma.ZERO_DESCRIPTOR) if got[0] == _g.SCALE_WINDOW else got
+    _g.scale_source = _loads_source
+if os.environ.get("SCALES") == "window":     # both scales by TMA in windows of 32 K blocks (kScaleWindow)
+    from fp8gemm.dispatch import general as _g
+    _source_w = _g.scale_source
+
+    def _window_source(p, cand):
+        got = _source_w(p, cand)
+        fits = cand.smem_bytes(p.out_dtype, _g.SCALE_WINDOW) <= _g.MAX_SMEM_PER_BLOCK and _g.k_major_windows_fit(p)
+        return ((_g.SCALE_WINDOW,) + _g.window_maps(p, cand.block_m)
+                if got[0] == _g.SCALE_LOADS and p.out_dtype != "float32" and fits else got)
+    _g.scale_source = _window_source
 if os.environ.get("CARVEOUT"):
     _build = compiler._build
 
@@ -170,8 +213,8 @@ for _d in [int(p[4:]) for p in PATCH if p.startswith("ring")]:   # the rings' sh
 
 SHAPES = [(64, 4096, 4096), (128, 4096, 4096), (128, 4096, 8192), (64, 8192, 4096), (256, 1536, 4096),
           (256, 4096, 4096), (512, 4096, 4096), (4096, 4096, 4096)]
-TILES = [General(32, 8, 8, 1, 64), General(64, 6, 8, 1, 64), General(64, 13, 8, 1, 64), General(128, 8, 8, 1, 64),
-         General(64, 6), General(128, 5)]
+TILES = [General(32, 8, 8, 1, 64), General(32, 16, 8, 1, 64), General(64, 6, 8, 1, 64), General(64, 12, 8, 1, 64),
+         General(64, 13, 8, 1, 64), General(128, 8, 8, 1, 64), General(64, 6), General(128, 5)]
 if os.environ.get("TILES") == "feed":
     SHAPES = [(128, 4096, 8192), (64, 8192, 4096), (512, 4096, 4096), (4096, 4096, 4096)]
     TILES = [General(64, s, 8, 1, 64) for s in (4, 6, 9, 13)] + [General(32, s, 8, 1, 64) for s in (8, 16)] + \

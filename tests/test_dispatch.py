@@ -266,8 +266,10 @@ def test_fallback_raster_group_rule():
 def test_scale_source_follows_the_layout(monkeypatch):
     """As goes by TMA into the stage slots only where a TMA map can describe it per stage (M-major,
     16-byte aligned base and stride, at least a tile of rows) and its slots fit beside the stages;
-    never for FP32 out. Bs is always a load (one address per warpgroup), as is a K-major As: the
-    copied slots (SCALE_COPIED) run only when forced."""
+    never for FP32 out. A K-major As and Bs with 16-byte aligned rows come in windows of 32 K
+    blocks (SCALE_WINDOW) on 128-row and 64 x 128 tiles where the windows fit; else Bs is a load
+    (one address per warpgroup), as is a K-major As: the copied slots (SCALE_COPIED) run only
+    when forced."""
     import types
 
     from fp8gemm import tma
@@ -283,9 +285,20 @@ def test_scale_source_follows_the_layout(monkeypatch):
                                   sa_stride_k=sk, sb_stride_n=sbn, sb_stride_k=sbk)
         return g.scale_source(p, cand)[0]
 
+    W = g.SCALE_WINDOW
     assert source() == A
     assert maps[-1] == (1 << 20, 32, 256, 1024, 1, 128, 4, tma.SWIZZLE_NONE)     # As: {128 rows, 1 K block}
-    assert source(sm=32, sk=1) == L                                               # K-major As: loads
+    assert source(sm=32, sk=1) == W                                               # K-major As: windows
+    assert maps[-2:] == [(1 << 20, 256, 32, 128, 128, 32, 4),                   # As {128 rows, 32 blocks}
+                         (1 << 21, 8, 32, 128, 1, 32, 4, tma.SWIZZLE_NONE)]     # Bs {1 row, 32 blocks}
+    assert source(sm=32, sk=1, cand=g.General(128, 8, 8, 1, 64)) == W             # 64 x 128 tiles
+    assert source(sm=32, sk=1, cand=g.General(64, 12, 8, 1, 64)) == L             # 64 x 64: loads
+    assert source(sm=32, sk=1, cand=g.General(128, 6)) == L                       # no room beside s6
+    assert source(sm=32, sk=1, sbn=1, sbk=8) == L                                 # an M-major Bs: loads
+    assert source(sm=32, sk=1, sbn=34) == L                                       # Bs rows 136 bytes apart
+    assert source(sm=33, sk=1) == L                                               # As rows 132 bytes apart
+    assert source(sm=32, sk=1, ptr=(1 << 20) + 4) == L                            # As base at 4 bytes
+    assert source(sm=32, sk=1, dt="float32") == L                                 # fine promotion
     assert source(sbn=1, sbk=8) == A                                              # any Bs layout: loads
     assert source(dt="float32") == L                                              # fine promotion
     assert source(ptr=(1 << 20) + 4) == L                                         # As base not 16-byte aligned
@@ -297,6 +310,7 @@ def test_scale_source_follows_the_layout(monkeypatch):
     c5, c6 = g.General(128, 5), g.General(128, 6)
     assert c5.smem_bytes("bfloat16", C) <= g.MAX_SMEM_PER_BLOCK < c6.smem_bytes("bfloat16", A)
     assert c5.smem_bytes("bfloat16", C) - c5.smem_bytes("bfloat16") == 5 * (128 * 4 + g.B_SLOT_BYTES)
+    assert c5.smem_bytes("bfloat16", W) - c5.smem_bytes("bfloat16") == g.window_bytes(128) == 2 * 128 * 128 + 512
 
 
 def test_wg3_as_slots_follow_the_layout():

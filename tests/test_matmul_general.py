@@ -1,5 +1,7 @@
 """GPU tests of fp8gemm.matmul (the general kernel): the whole trace, tails, output dtypes, exact
 dyadic cases, NaN-poisoned borders, scale layouts, frameworks, out=, M = 0, determinism."""
+import types
+
 import numpy as np
 import pytest
 
@@ -465,7 +467,8 @@ def test_torch_cuda_graph_capture_and_replay(m, n, k):
     check(out, second)
 
 
-# a_scale layouts and the As source each gets (dispatch/general.py: scale_source)
+# a_scale layouts and the As source each gets (dispatch/general.py: scale_source; the aligned
+# K-major As gets windows instead of loads on the tiles of windows_win where they fit)
 SCALE_LAYOUTS = {"k-major": "loads", "k-major, 4-byte offset": "loads", "m-major": "slots",
                  "m-major, 4-byte offset": "loads"}
 
@@ -489,17 +492,18 @@ def _scales_in_layout(sa, layout):
 def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
     """The plain GEMM reads As from its stage slots (filled by TMA from an M-major As) or from
     global memory, depending on the layout, and Bs from global memory; or both from slots the
-    producer warp copies them into from any layout (kScaleCopy, forced here where the slots fit).
-    Every source gives the same bits, none reads the NaN border around As or Bs, and every one
-    passes the accuracy check."""
-    import types
-
+    producer warp copies them into from any layout (kScaleCopy, forced here where the slots fit);
+    or both by TMA in windows of 32 K blocks (kScaleWindow, forced where they fit). Every source
+    gives the same bits, none reads the NaN border around As or Bs, and every one passes the
+    accuracy check."""
     import cupy
     from fp8gemm.dispatch import general as g
     case = random_case(m, n, k, seed=21)
     if not cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
         pytest.skip(f"{cfg.label()} does not take {m} x {n} x {k}")
-    fits = {mask: cfg.smem_bytes(out_dtype, mask) <= g.MAX_SMEM_PER_BLOCK for mask in (g.SCALE_SLOTS_A, g.SCALE_COPIED)}
+    fits = {mask: cfg.smem_bytes(out_dtype, mask) <= g.MAX_SMEM_PER_BLOCK
+            for mask in (g.SCALE_SLOTS_A, g.SCALE_COPIED, g.SCALE_WINDOW)}
+    windows = fits[g.SCALE_WINDOW] and g.windows_win(cfg) and out_dtype != "float32"   # the aligned K-major As
     results = {}
     for layout, want in SCALE_LAYOUTS.items():
         sa = _scales_in_layout(case.a_scale, layout)
@@ -509,7 +513,8 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
         stub = types.SimpleNamespace(out_dtype=out_dtype, sa_ptr=sa.data.ptr, k=k, m=m, n=n,
                                      sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
                                      sb_ptr=sb.data.ptr, sb_stride_n=sb.strides[0] // 4, sb_stride_k=1)
-        expect = g.SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m and fits[g.SCALE_SLOTS_A] else g.SCALE_LOADS
+        expect = g.SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m and fits[g.SCALE_SLOTS_A] else \
+            g.SCALE_WINDOW if layout == "k-major" and windows else g.SCALE_LOADS
         assert g.scale_source(stub, cfg)[0] == expect, (layout, sa.strides)
         out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
@@ -534,9 +539,51 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
                 results[f"copied, {layout}"] = cupy.asarray(out).view(cupy.uint16)
         finally:
             plans.PLANS.clear()                       # nor of these, for the tests after
+    # both read by TMA in windows of 32 K blocks, forced: As and Bs K-major, 16-byte aligned
+    if cfg.smem_bytes(out_dtype, g.SCALE_WINDOW) <= g.MAX_SMEM_PER_BLOCK and out_dtype != "float32":
+        results["windows"] = _windowed(case, cfg, out_dtype, sa_k, sb)
     base = results["k-major"]
     for layout, got in results.items():
         assert bool((got == base).all()), f"{layout} differs from the K-major result"
+
+
+def _windowed(case, cfg, out_dtype, sa, sb):
+    """The GEMM with As and Bs read in windows of 32 K blocks (SCALE_WINDOW, forced), checked
+    against the float64 reference; its bits as uint16."""
+    import cupy
+    from fp8gemm import plans
+    from fp8gemm.dispatch import general as g
+    assert g.k_major_windows_fit(types.SimpleNamespace(sa_ptr=sa.data.ptr, sb_ptr=sb.data.ptr,
+                                                       sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
+                                                       sb_stride_n=sb.strides[0] // 4, sb_stride_k=sb.strides[1] // 4))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(g, "scale_source", lambda p, c: (g.SCALE_WINDOW,) + g.window_maps(p, c.block_m))
+        plans.PLANS.clear()
+        try:
+            out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
+            check(out, case, out_dtype)
+            return cupy.asarray(out).view(cupy.uint16)
+        finally:
+            plans.PLANS.clear()
+
+
+@pytest.mark.parametrize("m,n,k,cfg", [(1000, 4096, 1040, General(64, 6)),            # ~4 units a CTA
+                                       (777, 2048, 12288 + 16, General(128, 5)),      # 97 blocks: 4 windows
+                                       (300, 1024, 7168, General(64, 6, 8, 4)),       # splits from mid-window
+                                       (100, 4096, 4096, General(32, 16, 8, 1, 64)),
+                                       (65, 8192, 8192, General(64, 12, 8, 2, 64))],
+                         ids=lambda v: v.label() if hasattr(v, "label") else str(v))
+def test_scale_windows(m, n, k, cfg):
+    """The scale windows (SCALE_WINDOW, forced) where a CTA runs many units, a unit many
+    windows, and K splits start inside a window: the loads' bits, no NaN of the borders read."""
+    import cupy
+    case = random_case(m, n, k, seed=22)
+    kb = -(-k // 128)
+    sa = poisoned(case.a_scale, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
+    sb = poisoned(case.b_scale, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
+    base = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, sb, config=cfg)).view(cupy.uint16)
+    got = _windowed(case, cfg, "bfloat16", sa, sb)
+    assert bool((got == base).all()), "the windows' result differs from the loads'"
 
 
 # TAIL_SPLIT (scheduler.cuh kTailSplit): whole waves unsplit, the last wave's tiles split as the

@@ -180,16 +180,22 @@ __device__ __forceinline__ void fill_scale_slots(const Sched& sched, const Rows&
 }
 
 /// A consumer warpgroup with nothing to compute or store in a unit: it still takes each of the
-/// unit's stages in turn and hands it back (the empty barrier counts every consumer warp).
+/// unit's stages in turn and hands it back (the empty barrier counts every consumer warp), then
+/// calls ``each(kb)`` (what else the kernel's consumers take per K block).
 /// kOrdered: the other warpgroups pass the order barrier once per K block, so this one does too.
-template <bool kOrdered = false, uint32_t kNumStages>
+struct NoBlockHook {
+    __device__ __forceinline__ void operator()(uint32_t) const {}
+};
+template <bool kOrdered = false, uint32_t kNumStages, class Each = NoBlockHook>
 __device__ __forceinline__ void pass_stages(uint32_t kb_begin, uint32_t kb_end, PipelineState<kNumStages>& pipe,
                                             Mbarrier* full_bar, Mbarrier* empty_bar, uint32_t lane_idx,
-                                            uint32_t order_barrier = 0, uint32_t order_threads = 0) {
+                                            uint32_t order_barrier = 0, uint32_t order_threads = 0,
+                                            const Each& each = Each{}) {
     for (uint32_t kb = kb_begin; kb < kb_end; ++kb, ++pipe) {
         mbarrier_wait_parity(&full_bar[pipe.stage], pipe.full_parity());
         __syncwarp();
         if (lane_idx == 0) mbarrier_arrive(&empty_bar[pipe.stage]);
+        each(kb);
         if constexpr (kOrdered) named_barrier_sync_unaligned(order_barrier, order_threads);
     }
 }
