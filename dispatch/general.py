@@ -108,8 +108,7 @@ def scale_source(p, cand: General):
     producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 1-39%
     slower than the consumers' loads on 22 of 24 mid-M tiles, so it runs only when forced
     (bench/NOTES.md). A K-major As and Bs with 16-byte aligned rows come by TMA in windows of 32 K
-    blocks (SCALE_WINDOW) on the tiles where the windows measured faster than the loads
-    (windows_win) and where they fit beside the stages."""
+    blocks (SCALE_WINDOW) on the tiles of windows_win, where they fit beside the stages."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
@@ -122,10 +121,11 @@ def scale_source(p, cand: General):
 
 
 def windows_win(cand: General) -> bool:
-    """The tiles whose scale windows ran faster than the consumers' loads (H200, DeepGEMM's
-    shapes at M = 64-4096, bench/NOTES.md): 128-row tiles (1-3%) and 64 x 128 (6-8%). On 64-row
-    tiles with block_n <= 64 the loads ran as fast or faster with the shallow rings those tiles use
-    (64 x 64 s6: 5-6%; 64 x 32 s8: 4-11%)."""
+    """The tiles that take the scale windows (H200, mid-M shapes and 4096^3 against DeepGEMM in
+    the same process, bench/NOTES.md): 128-row tiles, where they ran 1-5% faster than the loads,
+    and 64 x 128, where a first form ran 6-8% faster and the committed one as fast. On 64-row tiles
+    with block_n <= 64 the loads ran as fast or faster with the shallow rings those tiles use
+    (64 x 64 s6: 4-7%; 64 x 32 s8: 2-8%)."""
     return cand.block_m == BLOCK_M or cand.block_n == 128
 
 
