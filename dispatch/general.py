@@ -72,8 +72,11 @@ def max_stages(block_n: int, staging: int, block_m: int = BLOCK_M) -> int:
 
 def m_major_as_fits(p, rows: int) -> bool:
     """Whether TMA can fill a stage's As slot of ``rows`` tile rows: an M-major As with a 16-byte
-    aligned base and column stride, and at least a tile of rows (the general and wg3 kernels)."""
-    return p.sa_stride_m == 1 and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0 and p.m >= rows
+    aligned base and column stride, and at least a tile of rows (the general and wg3 kernels).
+    NOTES: a TMA map's row stride must hold its row (cuTensorMapEncodeTiled: globalStrides[0] >=
+    globalDim[0] * element size), so a broadcast (stride 0) or overlapping As keeps the loads."""
+    return p.sa_stride_m == 1 and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0 and p.m >= rows \
+        and p.sa_stride_k >= p.m
 
 
 def m_major_as_map(p, rows: int):
@@ -83,14 +86,17 @@ def m_major_as_map(p, rows: int):
 
 def k_major_windows_fit(p) -> bool:
     """Whether TMA can read As and Bs in windows of 32 K blocks (SCALE_WINDOW): both K-major
-    (unit K stride) with 16-byte aligned bases and row strides."""
+    (unit K stride) with 16-byte aligned bases and row strides that hold a row (no broadcast or
+    overlapping rows: m_major_as_fits)."""
+    kb = cdiv(p.k, BLOCK_K)
     return (p.sa_stride_k == 1 and p.sb_stride_k == 1 and p.sa_ptr % 16 == 0 and p.sb_ptr % 16 == 0
-            and (p.sa_stride_m * 4) % 16 == 0 and (p.sb_stride_n * 4) % 16 == 0)
+            and (p.sa_stride_m * 4) % 16 == 0 and (p.sb_stride_n * 4) % 16 == 0
+            and p.sa_stride_m >= kb and p.sb_stride_n >= kb)
 
 
 def window_maps(p, rows: int) -> tuple:
     """The maps of SCALE_WINDOW: As [M, K / 128] with box {rows, 32} (128B-swizzled: the kernel
-    reads it through the swizzle, ScaleWindows::a_at) and Bs [N / 128, K / 128] with box {1, 32};
+    reads each row's chunks through the swizzle's XOR) and Bs [N / 128, K / 128] with box {1, 32};
     TMA zero-fills what lies past either."""
     kb = cdiv(p.k, BLOCK_K)
     return (tma.encode_2d(p.sa_ptr, p.m, kb, p.sa_stride_m * 4, rows, WINDOW_BLOCKS, 4),

@@ -122,10 +122,6 @@ struct ScaleWindows {
         return reinterpret_cast<Mbarrier*>(base + 2 * (kABytes / 4) + 2 * kBlocks) + w;
     }
     __device__ __forceinline__ Mbarrier* empty(uint32_t w) const { return full(2) + w; }
-    /// Window w's As of tile row r at K block c (of the window's 32).
-    __device__ __forceinline__ float a_at(uint32_t w, uint32_t r, uint32_t c) const {
-        return a(w)[r * kBlocks + ((((c >> 2) ^ (r & 7u)) << 2) | (c & 3u))];
-    }
 };
 
 /// The family's shared memory (common/pipeline.cuh's RingSmem): 64 * kConsumers-row A stages,

@@ -299,6 +299,10 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert source(sm=33, sk=1) == L                                               # As rows 132 bytes apart
     assert source(sm=32, sk=1, ptr=(1 << 20) + 4) == L                            # As base at 4 bytes
     assert source(sm=32, sk=1, dt="float32") == L                                 # fine promotion
+    assert source(sm=0, sk=1) == L                                                # a broadcast As: loads
+    assert source(sm=32, sk=1, sbn=0) == L                                        # a broadcast Bs row: loads
+    assert source(sm=28, sk=1) == L                                               # As rows overlapping
+    assert source(sk=0) == L and source(m=300, sk=256) == L                       # M-major: the same rules
     assert source(sbn=1, sbk=8) == A                                              # any Bs layout: loads
     assert source(dt="float32") == L                                              # fine promotion
     assert source(ptr=(1 << 20) + 4) == L                                         # As base not 16-byte aligned

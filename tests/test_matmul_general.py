@@ -553,7 +553,7 @@ def _windowed(case, cfg, out_dtype, sa, sb):
     import cupy
     from fp8gemm import plans
     from fp8gemm.dispatch import general as g
-    assert g.k_major_windows_fit(types.SimpleNamespace(sa_ptr=sa.data.ptr, sb_ptr=sb.data.ptr,
+    assert g.k_major_windows_fit(types.SimpleNamespace(sa_ptr=sa.data.ptr, sb_ptr=sb.data.ptr, k=128 * sa.shape[1],
                                                        sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
                                                        sb_stride_n=sb.strides[0] // 4, sb_stride_k=sb.strides[1] // 4))
     with pytest.MonkeyPatch.context() as mp:
