@@ -1,19 +1,15 @@
 #!/usr/bin/env bash
-# One device call: the GPU suite first (on the dispatcher that picks the scale windows, SCALE_WINDOW,
-# for 128-row and 64 x 128 tiles), then lab/simple_loop.py once per TAGS entry SCALES:PATCH, one
-# process each with DeepGEMM beside it: default (the dispatcher as committed), window (the windows
-# forced on every tile where they fit), window:ahead (the same with the lean loop polling the next
-# stage before its wgmma wait), loads (the consumers' loads wherever the dispatcher picks windows);
-# prints each time over DeepGEMM's in its process. Carry .peers/deepgemm.
+# One device call: lab/simple_loop.py once per TAGS entry SCALES:PATCH, one process each with
+# DeepGEMM beside it: default (the dispatcher as committed: the scale windows, SCALE_WINDOW, on
+# 128-row and 64 x 128 tiles), window (the windows forced on every tile where they fit), loads (the
+# consumers' loads wherever the dispatcher picks windows); PATCH ahead / noahead: the poll-ahead
+# loop (kPollAhead) on every tile / on none; prints each time over DeepGEMM's in its process; then
+# the GPU suite in what is left of DEADLINE seconds (NO_SUITE=1: none). Carry .peers/deepgemm.
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
-if [ -z "$NO_SUITE" ]; then
-  timeout ${SUITE_S:-340} python3 -m pytest -q tests --ignore=tests/test_kernels_compile.py -p no:cacheprovider \
-    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; tail -2 "$OUT/suite.log"; grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -20
-fi
 . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"
-TAGS=${TAGS:-"default:none window:none window:ahead"}
+TAGS=${TAGS:-"default:none default:noahead"}
 for t in $TAGS; do
   SCALES=${t%%:*} PATCH=${t##*:} ITERS=${ITERS:-9} timeout 100 python3 lab/simple_loop.py "$OUT/sw_${t/:/_}.json" \
     > "$OUT/sw_${t/:/_}.log" 2>&1
@@ -33,4 +29,9 @@ for label in first:
         print(f"{label:44}{first[label]:8.2f}" +
               "".join(f"{r[label] / r[dg]:14.3f}" if label in r else f"{'-':>14}" for r in runs.values()))
 PY
+if [ -z "$NO_SUITE" ]; then   # last, in what is left of the call's DEADLINE seconds
+  left=$(( ${DEADLINE:-585} - SECONDS )); echo "suite: ${left} s left"
+  timeout $left python3 -m pytest -q tests --ignore=tests/test_kernels_compile.py -p no:cacheprovider \
+    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; tail -2 "$OUT/suite.log"; grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -20
+fi
 python3 -m fp8gemm.bench.provenance | grep -E "source_hash|git_"

@@ -17,7 +17,8 @@ across processes. SCALES=copy: the producer warp copies both scales into the sta
 the consumers would load them (the kernel's kScaleCopy); SCALES=window: both scales by TMA in
 windows of 32 K blocks, once per window (kScaleWindow), where the windows fit on any tile;
 SCALES=loads: the consumers' loads where the dispatcher would pick the windows; PATCH=ahead: the
-lean loop polls the next stage's full barrier before its wgmma wait, not after; ASCALE=m-major: fp8gemm gets As M-major
+lean loop polls the next stage's full barrier before its wgmma wait, not after, on every tile
+(the kernel's kPollAhead, committed on windowed 128-column tiles only; noahead: on none); ASCALE=m-major: fp8gemm gets As M-major
 (quantize_per_token_group(m_major_scales=True)'s layout, As by TMA into the slots). CUPTI, L2
 flushed, median of ITERS rounds in turns.
 Usage: PATCH=simple python lab/simple_loop.py OUT.json"""
@@ -37,9 +38,9 @@ BEGIN = "                    uint32_t kb = w.kb_begin;\n                    {\n"
 END = "                } else {\n                // NOTES: unrolled by 2"
 ONE_ACC = """                    {pragma}
                     for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb) {{
-                        const uint32_t st = issue(accum);
+                        const uint32_t st = issue(accum, kb == w.kb_begin);
                         take_scales(kb, st);
-                        finish(accum, st);
+                        finish(accum, st, kb + 1 < w.kb_end);
                         promote(accum);
                     }}
                     (void)acc2;
@@ -106,23 +107,9 @@ RING_TAKE = """                        if constexpr (kScaleTma == kScaleLoads &&
                             return;
                         }
 """ + RING_TAKE_ANCHOR
-# ahead: the lean loop waits for the next stage's full barrier before it waits for this block's
-# wgmma (not after), so that the path from the wgmma wait to the next block's issue holds no poll.
-AHEAD = [("                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);\n",
-          "                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);\n"
-          "                    bool ahead = false;\n                    uint32_t left = w.kb_end - w.kb_begin;\n"),
-         ("                        if constexpr (kLean) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());\n",
-          "                        if constexpr (kLean) { if (!ahead) mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity()); }\n"),
-         ("                    const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {\n"
-          "                        wgmma_wait<0>();\n",
-          "                    const auto finish = [&](float (&acc)[Mma::kNumAccum], uint32_t stage) {\n"
-          "                        ++pipe;\n                        ahead = kLean && --left > 0;\n"
-          "                        if (ahead) mbarrier_wait_parity(full0 + __shfl_sync(0xffffffffu, pipe.stage, 0) * 8u, pipe.full_parity());\n"
-          "                        wgmma_wait<0>();\n"),
-         ("                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);\n"
-          "                        ++pipe;\n                    };\n",
-          "                        else if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[stage]);\n"
-          "                    };\n")]
+# ahead / noahead: the lean loop's finish() polls the next stage's full barrier before its wgmma
+# wait (the kernel's kPollAhead) on every tile / on none; as committed, on windowed 128-column tiles.
+POLL_AHEAD = "constexpr bool kPollAhead = kWindow && BLOCK_N == 128;"
 _flatten = compiler.flatten
 
 
@@ -143,10 +130,11 @@ def patched(variant):
     for d in [int(p[4:]) for p in PATCH if p.startswith("ring")]:
         assert s.count(RING_INIT_ANCHOR) == 1 and s.count(RING_TAKE_ANCHOR) == 1, "the patch's anchors moved"
         s = s.replace(RING_INIT_ANCHOR, RING_INIT.format(d=d)).replace(RING_TAKE_ANCHOR, RING_TAKE)
-    if "ahead" in PATCH:
-        for old, new in AHEAD:
-            assert s.count(old) == 1, "the patch's anchor moved"
-            s = s.replace(old, new)
+    for p in ("ahead", "noahead"):
+        if p in PATCH:
+            assert s.count(POLL_AHEAD) == 1, "the patch's anchor moved"
+            s = s.replace(POLL_AHEAD, "constexpr bool kPollAhead = kLean;" if p == "ahead" else
+                          "constexpr bool kPollAhead = false;")
     if "noscale" in PATCH:
         for old, new, n in NOSCALE:
             assert s.count(old) == n, "the patch's anchor moved"
