@@ -120,19 +120,23 @@ def scale_source(p, cand: General):
         return none
     if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
         return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
-    if windows_win(cand) and k_major_windows_fit(p) and \
+    if windows_win(cand, p.k) and k_major_windows_fit(p) and \
             cand.smem_bytes(p.out_dtype, SCALE_WINDOW) <= MAX_SMEM_PER_BLOCK:
         return (SCALE_WINDOW,) + window_maps(p, cand.block_m)
     return none
 
 
-def windows_win(cand: General) -> bool:
+def windows_win(cand: General, k: int) -> bool:
     """The tiles that take the scale windows (H200, mid-M shapes and 4096^3 against DeepGEMM in
     the same process, bench/NOTES.md): 128-row tiles, where they ran 1-5% faster than the loads,
     and 64 x 128, where a first form ran 6-8% faster and the committed one as fast. On 64-row tiles
     with block_n <= 64 the loads ran as fast or faster with the shallow rings those tiles use
-    (64 x 64 s6: 4-7%; 64 x 32 s8: 2-8%)."""
-    return cand.block_m == BLOCK_M or cand.block_n == 128
+    (64 x 64 s6: 4-7%; 64 x 32 s8: 2-8%). Only where a unit's K blocks fill a window: at K = 1024
+    (8 blocks per unit, the window's TMA waited for at each unit's start) the trace's windowed
+    128-row shapes ran 10-20% slower than the loads had in the run before, DeepGEMM unchanged.
+    A tail split counts as no split (most of its tiles run whole)."""
+    blocks = cdiv(cdiv(k, BLOCK_K), max(cand.splits, 1))
+    return (cand.block_m == BLOCK_M or cand.block_n == 128) and blocks >= WINDOW_BLOCKS
 
 
 def ring64_stages(block_n: int, most: int) -> int:

@@ -292,6 +292,9 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert maps[-2:] == [(1 << 20, 256, 32, 128, 128, 32, 4),                   # As {128 rows, 32 blocks}
                          (1 << 21, 8, 32, 128, 1, 32, 4, tma.SWIZZLE_NONE)]     # Bs {1 row, 32 blocks}
     assert source(sm=32, sk=1, cand=g.General(128, 8, 8, 1, 64)) == W             # 64 x 128 tiles
+    assert source(sm=32, sk=1, k=1024) == L                                       # 8 K blocks a unit: loads
+    assert source(sm=64, sk=1, sbn=64, k=8192, cand=g.General(128, 5, 8, 2)) == W  # 2 splits of 32 blocks
+    assert source(sm=32, sk=1, k=4096, cand=g.General(128, 5, 8, 2)) == L         # 2 splits of 16 blocks
     assert source(sm=32, sk=1, cand=g.General(64, 12, 8, 1, 64)) == L             # 64 x 64: loads
     assert source(sm=32, sk=1, cand=g.General(128, 6)) == L                       # no room beside s6
     assert source(sm=32, sk=1, sbn=1, sbk=8) == L                                 # an M-major Bs: loads

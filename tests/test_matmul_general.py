@@ -503,7 +503,7 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
         pytest.skip(f"{cfg.label()} does not take {m} x {n} x {k}")
     fits = {mask: cfg.smem_bytes(out_dtype, mask) <= g.MAX_SMEM_PER_BLOCK
             for mask in (g.SCALE_SLOTS_A, g.SCALE_COPIED, g.SCALE_WINDOW)}
-    windows = fits[g.SCALE_WINDOW] and g.windows_win(cfg) and out_dtype != "float32"   # the aligned K-major As
+    windows = fits[g.SCALE_WINDOW] and g.windows_win(cfg, k) and out_dtype != "float32"   # the aligned K-major As
     results = {}
     for layout, want in SCALE_LAYOUTS.items():
         sa = _scales_in_layout(case.a_scale, layout)
