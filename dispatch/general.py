@@ -32,9 +32,11 @@ MAX_STAGES = 6                              # 128-row tiles (one instantiation s
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
 SCALE_LOADS, SCALE_SLOTS_A, SCALE_SLOTS_B, SCALE_COPY, SCALE_WINDOW = 0, 1, 2, 4, 8   # kScaleTma (ScaleSource)
+SCALE_LOADS_IN_BLOCK = 16       # the consumers' loads, each K block's in its own half of the loop
 SCALE_COPIED = SCALE_SLOTS_A | SCALE_SLOTS_B | SCALE_COPY    # both slots, filled by the producer warp's cp.async
 B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
 WINDOW_BLOCKS = 32                                   # K blocks per scale window (128 bytes of a K-major row)
+IN_BLOCK_MAX_BLOCKS = 8                              # units that take the in-block loads (32 bytes of a row)
 
 
 def window_bytes(block_m: int) -> int:
@@ -114,7 +116,9 @@ def scale_source(p, cand: General):
     producer warp's cp.async from any layout (SCALE_COPIED, the kernel's kScaleCopy) ran 1-39%
     slower than the consumers' loads on 22 of 24 mid-M tiles, so it runs only when forced
     (bench/NOTES.md). A K-major As and Bs with 16-byte aligned rows come by TMA in windows of 32 K
-    blocks (SCALE_WINDOW) on the tiles of windows_win, where they fit beside the stages."""
+    blocks (SCALE_WINDOW) on the tiles of windows_win, where they fit beside the stages; the loads
+    of short units go each in its own block's half of the loop (SCALE_LOADS_IN_BLOCK,
+    loads_in_block_win)."""
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
@@ -123,6 +127,8 @@ def scale_source(p, cand: General):
     if windows_win(cand, p.k) and k_major_windows_fit(p) and \
             cand.smem_bytes(p.out_dtype, SCALE_WINDOW) <= MAX_SMEM_PER_BLOCK:
         return (SCALE_WINDOW,) + window_maps(p, cand.block_m)
+    if loads_in_block_win(cand, p.k):
+        return (SCALE_LOADS_IN_BLOCK,) + none[1:]
     return none
 
 
@@ -137,6 +143,18 @@ def windows_win(cand: General, k: int) -> bool:
     A tail split counts as no split (most of its tiles run whole)."""
     blocks = cdiv(cdiv(k, BLOCK_K), max(cand.splits, 1))
     return (cand.block_m == BLOCK_M or cand.block_n == 128) and blocks >= WINDOW_BLOCKS
+
+
+def loads_in_block_win(cand: General, k: int) -> bool:
+    """The tiles whose loads take SCALE_LOADS_IN_BLOCK (each block's scales loaded in its own
+    half of the K loop; H200 against DeepGEMM in the same process, bench/NOTES.md): units of at
+    most 8 K blocks (K = 1024 unsplit), where they ran up to 6% faster (2.7% geomean over 13
+    trace shapes) on 128-row tiles and 64-row tiles of 8-32 columns. Not 64-row tiles of 64 or
+    more columns (64 x 64 at K = 1024: 5% slower to 3% faster), nor longer units (64-row tiles at
+    K = 4096: 3-9% slower, the loads' lead too short for the L1 misses of every eighth block). A
+    tail split counts as no split."""
+    blocks = cdiv(cdiv(k, BLOCK_K), max(cand.splits, 1))
+    return blocks <= IN_BLOCK_MAX_BLOCKS and not (cand.block_m == 64 and cand.block_n >= 64)
 
 
 def ring64_stages(block_n: int, most: int) -> int:

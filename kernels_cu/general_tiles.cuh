@@ -97,7 +97,11 @@ static_assert(BLOCK_K == kSwizzleBytes && BLOCK_K == kScaleBlock, "one K block =
 /// once per 32 blocks, and the consumers' shared-memory reads are conflict-free. Measured 1-5%
 /// faster than the loads on 128-row tiles, as fast or slower on 64-row tiles with shallow rings
 /// (the dispatcher's windows_win, bench/NOTES.md).
-enum ScaleSource : int { kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4, kScaleWindow = 8 };
+// kScaleLoadsInBlock: the consumers' loads as kScaleLoads, each K block's in its own half of the
+// loop (units of at most 8 K blocks, see the kernel's kLoadsInBlock).
+enum ScaleSource : int {
+    kScaleLoads = 0, kScaleSlotsA = 1, kScaleSlotsB = 2, kScaleCopy = 4, kScaleWindow = 8, kScaleLoadsInBlock = 16
+};
 constexpr uint32_t kScaleCopyArrivals = 32;        // the producer warp's lanes' arrivals on each full barrier
 constexpr uint32_t kBSlotFloats = 32;
 template <int kScaleTma, uint32_t kRows>

@@ -86,7 +86,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                   "fused SwiGLU: grouped, direct stores, coarse promotion, 64 gate + 64 up columns");
     static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
     static_assert(kScaleTma == kScaleLoads || !(kGrouped || kSwiGLU || kFinePromotion),
-                  "As by TMA: the plain GEMM with coarse promotion");
+                  "As by TMA, loads in block: the plain GEMM with coarse promotion");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -262,15 +262,31 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];
                     float pa0v = 0.0f, pa1v = 0.0f, pbv = 0.0f, pbvu = 0.0f;   // raw scales of the pending block
+                    // NOTES: kScaleLoadsInBlock loads each block's scales in its own half of the
+                    // loop straight into the pending registers (its promotion, one half later, is
+                    // their first use), the first block's before the loop: no select, branch or
+                    // copy per block for the unit's end, 10-20 fewer instructions per block. On
+                    // units of 8 K blocks (one 32-byte sector of a K-major As row) measured up to
+                    // 6% faster on 128-row and narrow 64-row tiles; at K = 4096, where every
+                    // eighth block's As misses L1, the shorter lead of the loads cost 3-9% on
+                    // 64-row tiles (bench/NOTES.md), so longer units keep the loads a block ahead.
+                    constexpr bool kLoadsInBlock = kScaleTma == kScaleLoadsInBlock;
+                    if constexpr (kLoadsInBlock) {
+                        pa0v = a0; pa1v = a1; pbv = b0;
+                        pa0 += sa_stride_k;    // the pointers step past the unit's last block; nothing is read there
+                        pa1 += sa_stride_k;
+                        pb += sb_stride_k;
+                    }
                     // NOTES: the lean forms (barriers by 32-bit address, a predicated arrival,
                     // next-block scale loads behind a branch) win 2-11% on 64 x 64 and wider 64-row
                     // tiles and with the As slots, and cost 1-4% on 128-row and 64 x 32 tiles
-                    // with As by loads, where the older forms stay (bench/NOTES.md).
+                    // with As by loads, where the older forms stay (bench/NOTES.md); the in-block
+                    // loads were measured with the lean forms.
                     constexpr bool kLean = (kConsumers == 1 && BLOCK_N >= 64) || kScaleTma != kScaleLoads;
                     // NOTES: on windowed tiles of 128 columns a block's finish() waits for the next
                     // stage's full barrier before its wgmma wait, so that the path from that wait to
-                    // the next block's first wgmma holds no poll: measured 7-8% faster on 64 x 128
-                    // and 1-2% on 128 x 128, and 0-4% slower on narrower tiles (bench/NOTES.md).
+                    // the next block's first wgmma holds no poll: measured 7-11% faster on 64 x 128
+                    // and 4-5% on 128 x 128; as a patch, 0-4% slower on narrower tiles (bench/NOTES.md).
                     constexpr bool kPollAhead = kWindow && BLOCK_N == 128;
                     const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);
                     // first: the unit's first block, whose full barrier no finish() has polled.
@@ -341,6 +357,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                             (void)stage;
                             return;
                         }
+                        if constexpr (kLoadsInBlock) {
+                            (void)kb;
+                            (void)stage;
+                            pa0v = *pa0; pa1v = *pa1; pbv = *pb;
+                            pa0 += sa_stride_k;
+                            pa1 += sa_stride_k;
+                            pb += sb_stride_k;
+                            return;
+                        }
                         if constexpr (kSlotsA) {
                             const float* slot = smem.hold + stage * BLOCK_M;
                             a0 = slot[row_in_tile];
@@ -375,7 +400,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     uint32_t kb = w.kb_begin;
                     {
                         const uint32_t st = issue(accum, true);
-                        if constexpr (kScaleTma == kScaleLoads) {
+                        if constexpr (kLoadsInBlock) {          // its scales were loaded before the loop
+                            finish(accum, st, kb + 1 < w.kb_end);
+                        } else if constexpr (kScaleTma == kScaleLoads) {
                             finish(accum, st, kb + 1 < w.kb_end);
                             take_scales(kb, st);
                         } else {                    // the slot before finish() releases the stage

@@ -110,6 +110,14 @@ RING_TAKE = """                        if constexpr (kScaleTma == kScaleLoads &&
 # ahead / noahead: the lean loop's finish() polls the next stage's full barrier before its wgmma
 # wait (the kernel's kPollAhead) on every tile / on none; as committed, on windowed 128-column tiles.
 POLL_AHEAD = "constexpr bool kPollAhead = kWindow && BLOCK_N == 128;"
+# oldlean: the lean barrier forms only where they were before (64-row tiles of 64+ columns, scale
+# slots or windows); oldloads: the consumers' loads a block ahead, the pending registers copied
+# from them (both together: the loop as it was before kLoadsInBlock). Anchored on the measured
+# tree (source hash 5a1787d1: lean forms and in-block loads on every loads tile); the committed
+# kernel chooses them by kScaleTma, so these asserts fail there.
+LEAN = "constexpr bool kLean = true;"
+OLD_LEAN = "constexpr bool kLean = (kConsumers == 1 && BLOCK_N >= 64) || kScaleTma != kScaleLoads;"
+LOADS_IN_BLOCK = "constexpr bool kLoadsInBlock = kScaleTma == kScaleLoads;"
 _flatten = compiler.flatten
 
 
@@ -135,6 +143,12 @@ def patched(variant):
             assert s.count(POLL_AHEAD) == 1, "the patch's anchor moved"
             s = s.replace(POLL_AHEAD, "constexpr bool kPollAhead = kLean;" if p == "ahead" else
                           "constexpr bool kPollAhead = false;")
+    if "oldlean" in PATCH:
+        assert s.count(LEAN) == 1, "the patch's anchor moved"
+        s = s.replace(LEAN, OLD_LEAN)
+    if "oldloads" in PATCH:
+        assert s.count(LOADS_IN_BLOCK) == 1, "the patch's anchor moved"
+        s = s.replace(LOADS_IN_BLOCK, "constexpr bool kLoadsInBlock = false;")
     if "noscale" in PATCH:
         for old, new, n in NOSCALE:
             assert s.count(old) == n, "the patch's anchor moved"

@@ -268,16 +268,17 @@ def test_scale_source_follows_the_layout(monkeypatch):
     16-byte aligned base and stride, at least a tile of rows) and its slots fit beside the stages;
     never for FP32 out. A K-major As and Bs with 16-byte aligned rows come in windows of 32 K
     blocks (SCALE_WINDOW) on 128-row and 64 x 128 tiles where the windows fit; else Bs is a load
-    (one address per warpgroup), as is a K-major As: the copied slots (SCALE_COPIED) run only
-    when forced."""
+    (one address per warpgroup), as is a K-major As, each block's in its own half of the loop
+    (SCALE_LOADS_IN_BLOCK) on units of at most 8 K blocks but 64-row tiles of 64+ columns: the
+    copied slots (SCALE_COPIED) run only when forced."""
     import types
 
     from fp8gemm import tma
     from fp8gemm.dispatch import general as g
     maps = []
     monkeypatch.setattr(tma, "encode_2d", lambda *args: maps.append(args) or "map")
-    A, C, L = g.SCALE_SLOTS_A, g.SCALE_COPIED, g.SCALE_LOADS
-    assert C == 7
+    A, C, L, IB = g.SCALE_SLOTS_A, g.SCALE_COPIED, g.SCALE_LOADS, g.SCALE_LOADS_IN_BLOCK
+    assert C == 7 and IB == 16
 
     def source(m=256, n=1024, k=4096, sm=1, sk=256, sbn=32, sbk=1, ptr=1 << 20, dt="bfloat16",
                cand=g.General(128, 5)):
@@ -292,7 +293,13 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert maps[-2:] == [(1 << 20, 256, 32, 128, 128, 32, 4),                   # As {128 rows, 32 blocks}
                          (1 << 21, 8, 32, 128, 1, 32, 4, tma.SWIZZLE_NONE)]     # Bs {1 row, 32 blocks}
     assert source(sm=32, sk=1, cand=g.General(128, 8, 8, 1, 64)) == W             # 64 x 128 tiles
-    assert source(sm=32, sk=1, k=1024) == L                                       # 8 K blocks a unit: loads
+    assert source(sm=32, sk=1, k=1024) == IB                                      # 8 K blocks a unit: loads in block
+    assert source(sm=32, sk=1, k=1040) == L                                       # 9 blocks: loads a block ahead
+    assert source(sm=32, sk=1, k=4096, cand=g.General(128, 5, 8, 4)) == IB        # 4 splits of 8 blocks
+    assert source(sm=32, sk=1, k=1024, cand=g.General(32, 16, 8, 1, 64)) == IB    # 64 x 32
+    assert source(sm=32, sk=1, k=1024, cand=g.General(64, 6, 8, 1, 64)) == L      # 64 x 64: loads
+    assert source(sm=32, sk=1, k=1024, dt="float32") == L                         # fine promotion
+    assert source(k=1024) == A                                                    # M-major As: slots first
     assert source(sm=64, sk=1, sbn=64, k=8192, cand=g.General(128, 5, 8, 2)) == W  # 2 splits of 32 blocks
     assert source(sm=32, sk=1, k=4096, cand=g.General(128, 5, 8, 2)) == L         # 2 splits of 16 blocks
     assert source(sm=32, sk=1, cand=g.General(64, 12, 8, 1, 64)) == L             # 64 x 64: loads

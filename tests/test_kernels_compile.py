@@ -87,15 +87,15 @@ def _instantiations():
                   (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
         seen.add(_instance(c, dt, False))
         seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
-    # Scales in stage slots (by TMA, or copied by the producer warp: 7) or in windows of 32 K
-    # blocks (8): every plain tile above with each mask whose slots or windows fit.
+    # Scales in stage slots (by TMA, or copied by the producer warp: 7), in windows of 32 K blocks
+    # (8) or loaded in block (16): every plain tile above with each mask whose slots or windows fit.
     for variant, targs in list(seen):
         if variant == G.variant and len(targs) >= 7 and targs[6] == "false" and targs[4] == "false" \
                 and (len(targs) < 8 or targs[7] == "false"):
             block_n, stages, block_m = targs[0], targs[1], 64 * (targs[8] if len(targs) > 8 else 2)
             dt = next(d for d, t in OUT_TYPE_IDS.items() if t == targs[2])
             c = General(block_n, stages, targs[3], 1, block_m)
-            for mask in (1, 2, 3, 7, 8):
+            for mask in (1, 2, 3, 7, 8, 16):
                 if dt != "float32" and c.smem_bytes(dt, mask) <= 232448:
                     seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=mask)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.

@@ -468,7 +468,8 @@ def test_torch_cuda_graph_capture_and_replay(m, n, k):
 
 
 # a_scale layouts and the As source each gets (dispatch/general.py: scale_source; the aligned
-# K-major As gets windows instead of loads on the tiles of windows_win where they fit)
+# K-major As gets windows instead of loads on the tiles of windows_win where they fit, and the
+# loads of short units go in block on the tiles of loads_in_block_win)
 SCALE_LAYOUTS = {"k-major": "loads", "k-major, 4-byte offset": "loads", "m-major": "slots",
                  "m-major, 4-byte offset": "loads"}
 
@@ -493,10 +494,12 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
     """The plain GEMM reads As from its stage slots (filled by TMA from an M-major As) or from
     global memory, depending on the layout, and Bs from global memory; or both from slots the
     producer warp copies them into from any layout (kScaleCopy, forced here where the slots fit);
-    or both by TMA in windows of 32 K blocks (kScaleWindow, forced where they fit). Every source
+    or both by TMA in windows of 32 K blocks (kScaleWindow, forced where they fit); or the loads
+    each in its own block's half of the loop (kScaleLoadsInBlock, forced at every K). Every source
     gives the same bits, none reads the NaN border around As or Bs, and every one passes the
     accuracy check."""
     import cupy
+    from fp8gemm import tma
     from fp8gemm.dispatch import general as g
     case = random_case(m, n, k, seed=21)
     if not cfg.is_valid(GemmDesc(m, n, k, out_dtype)):
@@ -513,8 +516,9 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
         stub = types.SimpleNamespace(out_dtype=out_dtype, sa_ptr=sa.data.ptr, k=k, m=m, n=n,
                                      sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
                                      sb_ptr=sb.data.ptr, sb_stride_n=sb.strides[0] // 4, sb_stride_k=1)
+        loads = g.SCALE_LOADS_IN_BLOCK if g.loads_in_block_win(cfg, k) and out_dtype != "float32" else g.SCALE_LOADS
         expect = g.SCALE_SLOTS_A if want == "slots" and m >= cfg.block_m and fits[g.SCALE_SLOTS_A] else \
-            g.SCALE_WINDOW if layout == "k-major" and windows else g.SCALE_LOADS
+            g.SCALE_WINDOW if layout == "k-major" and windows else loads
         assert g.scale_source(stub, cfg)[0] == expect, (layout, sa.strides)
         out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
@@ -542,22 +546,25 @@ def test_scale_sources_agree_bitwise(m, n, k, out_dtype, cfg, monkeypatch):
     # both read by TMA in windows of 32 K blocks, forced: As and Bs K-major, 16-byte aligned
     if cfg.smem_bytes(out_dtype, g.SCALE_WINDOW) <= g.MAX_SMEM_PER_BLOCK and out_dtype != "float32":
         results["windows"] = _windowed(case, cfg, out_dtype, sa_k, sb)
+    # the loads in block, forced at every K: As K-major and at a 4-byte offset
+    if out_dtype != "float32":
+        for layout in ("k-major", "k-major, 4-byte offset"):
+            results[f"in-block loads, {layout}"] = _forced_source(
+                case, cfg, out_dtype, _scales_in_layout(case.a_scale, layout), sb_offset,
+                lambda p, c: (g.SCALE_LOADS_IN_BLOCK, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR))
     base = results["k-major"]
     for layout, got in results.items():
         assert bool((got == base).all()), f"{layout} differs from the K-major result"
 
 
-def _windowed(case, cfg, out_dtype, sa, sb):
-    """The GEMM with As and Bs read in windows of 32 K blocks (SCALE_WINDOW, forced), checked
-    against the float64 reference; its bits as uint16."""
+def _forced_source(case, cfg, out_dtype, sa, sb, source):
+    """The GEMM with scale_source replaced by ``source``, checked against the float64 reference;
+    its bits as uint16."""
     import cupy
     from fp8gemm import plans
     from fp8gemm.dispatch import general as g
-    assert g.k_major_windows_fit(types.SimpleNamespace(sa_ptr=sa.data.ptr, sb_ptr=sb.data.ptr, k=128 * sa.shape[1],
-                                                       sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
-                                                       sb_stride_n=sb.strides[0] // 4, sb_stride_k=sb.strides[1] // 4))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(g, "scale_source", lambda p, c: (g.SCALE_WINDOW,) + g.window_maps(p, c.block_m))
+        mp.setattr(g, "scale_source", source)
         plans.PLANS.clear()
         try:
             out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
@@ -565,6 +572,17 @@ def _windowed(case, cfg, out_dtype, sa, sb):
             return cupy.asarray(out).view(cupy.uint16)
         finally:
             plans.PLANS.clear()
+
+
+def _windowed(case, cfg, out_dtype, sa, sb):
+    """The GEMM with As and Bs read in windows of 32 K blocks (SCALE_WINDOW, forced), checked
+    against the float64 reference; its bits as uint16."""
+    from fp8gemm.dispatch import general as g
+    assert g.k_major_windows_fit(types.SimpleNamespace(sa_ptr=sa.data.ptr, sb_ptr=sb.data.ptr, k=128 * sa.shape[1],
+                                                       sa_stride_m=sa.strides[0] // 4, sa_stride_k=sa.strides[1] // 4,
+                                                       sb_stride_n=sb.strides[0] // 4, sb_stride_k=sb.strides[1] // 4))
+    return _forced_source(case, cfg, out_dtype, sa, sb,
+                          lambda p, c: (g.SCALE_WINDOW,) + g.window_maps(p, c.block_m))
 
 
 @pytest.mark.parametrize("m,n,k,cfg", [(1000, 4096, 1040, General(64, 6)),            # ~4 units a CTA
