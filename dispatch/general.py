@@ -37,6 +37,7 @@ SCALE_COPIED = SCALE_SLOTS_A | SCALE_SLOTS_B | SCALE_COPY    # both slots, fille
 B_SLOT_BYTES = 128                                   # per stage (16 used; TMA destinations are 128-byte aligned)
 WINDOW_BLOCKS = 32                                   # K blocks per scale window (128 bytes of a K-major row)
 IN_BLOCK_MAX_BLOCKS = 8                              # units that take the in-block loads (32 bytes of a row)
+CHUNKS = (8, 4)                 # K blocks per unrolled chunk of the K loop (kChunk), the longest that fits first
 
 
 def window_bytes(block_m: int) -> int:
@@ -155,6 +156,45 @@ def loads_in_block_win(cand: General, k: int) -> bool:
     tail split counts as no split."""
     blocks = cdiv(cdiv(k, BLOCK_K), max(cand.splits, 1))
     return blocks <= IN_BLOCK_MAX_BLOCKS and not (cand.block_m == 64 and cand.block_n >= 64)
+
+
+def unit_blocks(cand: General, m: int, n: int, k: int, num_sms: int) -> set:
+    """The K-block counts of a plain launch's work units (scheduler.cuh: TileScheduler): each
+    split's share of ceil(K / 128) blocks, the last one's what is left (0: an empty split); under
+    TAIL_SPLIT the whole tiles' count and the last wave's splits'."""
+    kb = cdiv(k, BLOCK_K)
+    if cand.splits == TAIL_SPLIT:
+        tiles = cdiv(m, cand.block_m) * cdiv(n, cand.block_n)
+        splits = tail_split_count(tiles, kb, num_sms)
+        whole = {kb} if tiles >= num_sms or splits == 1 else set()
+    else:
+        splits, whole = _splits(cand.splits, k), set()
+    per = cdiv(kb, splits)
+    return whole | {min(per, max(0, kb - i * per)) for i in range(splits)}
+
+
+def chunk_blocks(p, cand: General, num_sms: int) -> int:
+    """kChunk, the K loop unrolled over chunks of that many blocks (0: the rolled loops), for a
+    plain GEMM whose scales are loaded (not FP32 out: its fine promotion has its own loop):
+    As and Bs with a unit K stride (the chunk's scales at immediate offsets), every unit a whole
+    number of chunks (no empty split), and a ring whose stage count the chunk divides or that
+    divides the chunk, so that every chunk starts at a fixed ring position. The longest of CHUNKS
+    that fits."""
+    if p.out_dtype == "float32" or p.sa_stride_k != 1 or p.sb_stride_k != 1:
+        return 0
+    units = unit_blocks(cand, p.m, p.n, p.k, num_sms)
+    for chunk in CHUNKS:
+        if chunk_fits(cand, chunk) and all(u > 0 and u % chunk == 0 for u in units):
+            return chunk
+    return 0
+
+
+def chunk_fits(cand: General, chunk: int) -> bool:
+    """Whether the chunked K loop of ``chunk`` blocks fits the configuration: a ring whose
+    stages the chunk divides or that divides the chunk; not 64 x 128 tiles, whose one consumer
+    warpgroup holds 192 accumulators per thread and spills with the chunk's scale registers."""
+    ring = cand.stages % chunk == 0 or chunk % cand.stages == 0
+    return ring and not (cand.block_m == 64 and cand.block_n == 128)
 
 
 def ring64_stages(block_n: int, most: int) -> int:
@@ -290,11 +330,13 @@ class General(Candidate):
         return f"general {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
 
     def template_args(self, out_dtype: str, fine: bool, tma_store: bool, grouped: bool,
-                      swiglu: bool = False, scale_tma: int = 0) -> tuple:
+                      swiglu: bool = False, scale_tma: int = 0, chunk: int = 0) -> tuple:
         """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kTmaStore, kGrouped[, kSwiGLU
-        [, kConsumers[, kScaleTma]]]> (the defaulted ones named only when they differ)."""
+        [, kConsumers[, kScaleTma[, kChunk]]]]> (the defaulted ones named only when they differ)."""
         head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[tma_store],
                 FLAG[grouped])
+        if chunk:
+            return head + (FLAG[swiglu], self.block_m // 64, scale_tma, chunk)
         if scale_tma:
             return head + (FLAG[swiglu], self.block_m // 64, scale_tma)
         if self.block_m != BLOCK_M:
@@ -307,10 +349,13 @@ class General(Candidate):
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         source, tmap_sa, tmap_sb = scale_source(p, self)
+        chunk = 0 if source == SCALE_SLOTS_A else chunk_blocks(p, self, sm_count(p.device))
+        if chunk:
+            source, tmap_sa, tmap_sb = SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR
         smem = self.smem_bytes(p.out_dtype, source)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
-                                                      scale_tma=source), smem)
+                                                      scale_tma=source, chunk=chunk), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,

@@ -44,7 +44,8 @@
 namespace fp8gemm {
 
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2, int kScaleTma = 0>
+          bool kTmaStore, bool kGrouped = false, bool kSwiGLU = false, uint32_t kConsumers = 2, int kScaleTma = 0,
+          uint32_t kChunk = 0>
 __global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}
@@ -87,6 +88,15 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(kConsumers == 2 || !(kGrouped || kSwiGLU), "64-row tiles: the plain GEMM only");
     static_assert(kScaleTma == kScaleLoads || !(kGrouped || kSwiGLU || kFinePromotion),
                   "As by TMA, loads in block: the plain GEMM with coarse promotion");
+    // kChunk (> 0): the K loop unrolled over chunks of kChunk blocks (see the consumers' loop). The
+    // host's rule (dispatch/general.py: chunk_blocks): every unit's K blocks are whole chunks, As
+    // and Bs have a unit K stride, and every ring position a chunk starts at is a multiple of
+    // kChunk (kNumStages % kChunk == 0) or 0 (kChunk % kNumStages == 0).
+    static_assert(kChunk == 0 || (kScaleTma == kScaleLoads && !kGrouped && !kSwiGLU && !kFinePromotion),
+                  "the chunked K loop: the plain GEMM's loads, coarse promotion");
+    static_assert(kChunk == 0 || (kChunk % 2 == 0 && kChunk >= 4 &&
+                                  (kNumStages % kChunk == 0 || kChunk % kNumStages == 0)),
+                  "a chunk: two halves of >= 2 blocks, at a fixed ring position");
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
@@ -257,7 +267,104 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 if constexpr (kWindow) mbarrier_wait_parity(windows.full(wpipe.stage), wpipe.full_parity());
                 const uint32_t lo_a0 = smem_desc_k128b_lo(smem.a + (math_wg * kWgmmaM + a_shift) * BLOCK_K);
                 const uint32_t lo_b0 = smem_desc_k128b_lo(smem.b);
-                if constexpr (!kFinePromotion) {
+                if constexpr (kChunk > 0) {
+                    // NOTES: the chunked K loop. A unit's blocks run in chunks of kChunk, each
+                    // unrolled, so a block's ring stage (the chunk's base + its index), phase,
+                    // barrier addresses and descriptor offsets are constants from one uniform base
+                    // per chunk, and its scales sit in registers named at compile time: a half of
+                    // the chunk's blocks per register set, As rows r and r + 8 and Bs, at unit K
+                    // stride (immediate offsets). Each set is loaded in one burst right after the
+                    // first promotion that reads the other set, a half chunk ahead of its own first
+                    // use: the loop's loads share one scoreboard, which the first read of a loaded
+                    // register waits on to zero, so a burst issued after that read is never waited
+                    // for by the reads of the set before it (bench/NOTES.md). Two accumulators in
+                    // turn, as in the loop below.
+                    constexpr uint32_t kHalf = kChunk / 2;
+                    float acc2[Mma::kNumAccum];
+                    float s_a0[2][kHalf], s_a1[2][kHalf], s_b[2][kHalf];   // [set][block of the half]
+#pragma unroll
+                    for (uint32_t j = 0; j < kHalf; ++j) { s_a0[0][j] = pa0[j]; s_a1[0][j] = pa1[j]; s_b[0][j] = pb[j]; }
+                    const uint32_t full0 = smem_addr(smem.full_bar), empty0 = smem_addr(smem.empty_bar);
+                    // Shuffled: ptxas then knows them warp-uniform and builds the descriptors in
+                    // uniform registers (no R2UR per wgmma operand).
+                    const uint32_t lo_a0u = __shfl_sync(0xffffffffu, lo_a0, 0), lo_b0u = __shfl_sync(0xffffffffu, lo_b0, 0);
+                    const uint32_t num_chunks = (w.kb_end - w.kb_begin) / kChunk;
+                    const auto promote_block = [&](float (&acc)[Mma::kNumAccum], uint32_t set, uint32_t j) {
+                        const float t0 = s_a0[set][j] * s_b[set][j], t1 = s_a1[set][j] * s_b[set][j];
+#pragma unroll
+                        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += acc[i] * (((i >> 1) & 1) ? t1 : t0);
+                    };
+                    const auto load_set = [&](uint32_t set, uint32_t first_block) {
+#pragma unroll
+                        for (uint32_t j = 0; j < kHalf; ++j) {
+                            s_a0[set][j] = pa0[first_block + j];
+                            s_a1[set][j] = pa1[first_block + j];
+                            s_b[set][j] = pb[first_block + j];
+                        }
+                    };
+                    // Block j of a chunk at ring position base (warp-uniform) and phase into cur
+                    // while the block before it (in prev) is promoted (none before the unit's
+                    // first: first). more: a chunk follows this one.
+                    const auto block = [&](uint32_t j, uint32_t base, uint32_t phase, float (&cur)[Mma::kNumAccum],
+                                           float (&prev)[Mma::kNumAccum], bool first, bool more) {
+                        const uint32_t stage = base + j % kNumStages;
+                        mbarrier_wait_parity(full0 + stage * 8u, phase ^ ((j / kNumStages) & 1u));
+                        const uint32_t lo_a = lo_a0u + stage * (SMEM_A_PER_STAGE >> 4);
+                        const uint32_t lo_b = lo_b0u + stage * (SMEM_B_PER_STAGE >> 4);
+                        if (kOrderedIssue && math_wg == 0)
+                            named_barrier_sync_unaligned(CtaShape::kOrderBarrier, kNumConsumerThreads);
+                        wgmma_fence_operands(cur);
+                        wgmma_fence();
+#pragma unroll
+                        for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k) {
+                            const uint32_t kstep = (k * kWgmmaKFp8) >> 4;
+                            Mma::mma(smem_desc_from_lo(lo_a + kstep), smem_desc_from_lo(lo_b + kstep), cur, k > 0 ? 1u : 0u);
+                        }
+                        wgmma_commit_group();
+                        if (kOrderedIssue && math_wg == 1)
+                            named_barrier_sync_unaligned(CtaShape::kOrderBarrier, kNumConsumerThreads);
+                        // No branch from here to the wait: ptxas waits for the wgmma before one.
+                        if (j == 0) {
+                            if (!first) promote_block(prev, 1, kHalf - 1);     // the chunk before's last block
+                        } else {
+                            promote_block(prev, (j - 1) / kHalf, (j - 1) % kHalf);
+                        }
+                        if (j == 1) load_set(1, kHalf);                        // this chunk's second half
+                        if (j == kHalf + 1 && more) load_set(0, kChunk);       // the next chunk's first half
+                        wgmma_wait<0>();
+                        wgmma_fence_operands(cur);
+                        __syncwarp();
+                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                    };
+                    // The ring position after a chunk at (base, phase).
+                    const auto next_base = [](uint32_t base) {
+                        return kNumStages % kChunk == 0 ? (base + kChunk == kNumStages ? 0u : base + kChunk) : 0u;
+                    };
+                    const auto next_phase = [](uint32_t base, uint32_t phase) {
+                        return kNumStages % kChunk == 0 ? phase ^ (base + kChunk == kNumStages ? 1u : 0u)
+                                                        : phase ^ ((kChunk / kNumStages) & 1u);
+                    };
+                    // The loop is rotated so that no chunk's first block waits behind a branch:
+                    // each pass runs blocks 1 .. kChunk - 1 of a chunk, then block 0 of the next.
+                    block(0, __shfl_sync(0xffffffffu, pipe.stage, 0), pipe.phase, accum, acc2, true, num_chunks > 1);
+                    for (uint32_t c = 0;; ++c) {
+                        const uint32_t base = __shfl_sync(0xffffffffu, pipe.stage, 0), phase = pipe.phase;
+                        const bool more = c + 1 < num_chunks;
+#pragma unroll
+                        for (uint32_t j = 1; j < kChunk; j += 2) {
+                            block(j, base, phase, acc2, accum, false, more);
+                            if (j + 1 < kChunk) block(j + 1, base, phase, accum, acc2, false, more);
+                        }
+                        pipe.stage = next_base(base);
+                        pipe.phase = next_phase(base, phase);
+                        pa0 += kChunk;
+                        pa1 += kChunk;
+                        pb += kChunk;
+                        if (!more) break;
+                        block(0, next_base(base), pipe.phase, accum, acc2, false, c + 2 < num_chunks);
+                    }
+                    promote_block(acc2, 1, kHalf - 1);
+                } else if constexpr (!kFinePromotion) {
                     // Two accumulators in turn: block kb's wgmma run into one while the other's
                     // block kb-1 is promoted; nothing is in flight across the loop's back edge.
                     float acc2[Mma::kNumAccum];

@@ -327,6 +327,44 @@ def test_scale_source_follows_the_layout(monkeypatch):
     assert c5.smem_bytes("bfloat16", W) - c5.smem_bytes("bfloat16") == g.window_bytes(128) == 2 * 128 * 128 + 512
 
 
+def test_chunked_k_loop_rule():
+    """chunk_blocks (kChunk): the longest of CHUNKS that every work unit's K blocks are a whole
+    number of and that the ring's stages divide or are divided by; K-major scales with a unit K
+    stride, not FP32 out; split K, empty splits and the tail split counted as the kernel's
+    scheduler cuts them; the plan asks for the loads with it."""
+    import types
+
+    from fp8gemm.dispatch import general as g
+
+    def chunk(k=4096, cand=g.General(128, 4), m=512, n=4096, dt="bfloat16", sk=1, sbk=1, sms=132):
+        return g.chunk_blocks(types.SimpleNamespace(out_dtype=dt, k=k, m=m, n=n, sa_stride_k=sk, sb_stride_k=sbk),
+                              cand, sms)
+
+    assert g.CHUNKS == (8, 4)
+    assert chunk() == 8                                                   # 32 blocks, s4: the index wraps
+    assert chunk(cand=g.General(128, 6)) == 0                             # s6: no fixed ring position
+    assert chunk(cand=g.General(32, 16, 8, 1, 64)) == 8                   # s16: chunks at 0 and 8
+    assert chunk(cand=g.General(32, 8, 8, 4, 64)) == 8                    # 4 splits of 8 blocks
+    assert chunk(cand=g.General(32, 8, 8, 8, 64)) == 4                    # 8 splits of 4
+    assert chunk(cand=g.General(32, 8, 8, 3, 64)) == 0                    # 11, 11, 10 blocks
+    assert chunk(k=1024, cand=g.General(32, 8, 8, 3, 64)) == 0            # 3, 3, 2
+    assert chunk(k=512, cand=g.General(32, 8, 8, 16, 64)) == 0            # splits past K: empty ones
+    assert chunk(k=1024) == 8 and chunk(k=512) == 4 and chunk(k=256) == 0
+    assert chunk(k=1040) == 0 and chunk(k=4096 - 16) == 8                 # a K tail is a whole block
+    assert chunk(dt="float32") == 0 and chunk(dt="float16") == 8
+    assert chunk(cand=g.General(128, 8, 8, 1, 64)) == 0                   # 64 x 128: 192 accumulators
+    assert chunk(sk=4) == 0 and chunk(sbk=2) == 0 and chunk(sk=0) == 0    # scales not at unit K stride
+    assert g.unit_blocks(g.General(128, 4, 8, 0), 1200, 2048, 3072, 132) == {24, 8}   # 160 tiles: 28 split 3 ways
+    assert chunk(k=3072, cand=g.General(128, 4, 8, 0), m=1200, n=2048) == 8
+    assert g.unit_blocks(g.General(128, 4, 8, 0), 512, 2048, 3072, 132) == {12}       # 64 tiles: 2 ways
+    assert chunk(k=3072, cand=g.General(128, 4, 8, 0), m=512, n=2048) == 4
+    assert g.unit_blocks(g.General(128, 4, 8, 3), 512, 2048, 1024, 132) == {3, 2}
+    c = g.General(128, 4)
+    assert c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_LOADS, chunk=8)[-3:] == (2, 0, 8)
+    assert c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_WINDOW) == \
+        c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_WINDOW, chunk=0)
+
+
 def test_wg3_as_slots_follow_the_layout():
     """The wg3 kernel's plain mode reads As from stage slots under the general kernel's rule: an
     M-major As, 16-byte aligned base and column stride, at least a tile (192 rows), slots that fit."""

@@ -76,6 +76,7 @@ def _instantiations():
                 seen.add(_instance(ShortK(block_m, block_n), "float32", k=k))
     seen.add(_instance(General(128, 4, 8), "bfloat16", store=True))
     # 64-row tiles (one consumer warpgroup): the tuner's most stages per width and the GPU tests'.
+    from fp8gemm.dispatch import general as general_rules
     from fp8gemm.dispatch.general import General as G
     for block_n in (16, 32, 64, 128):
         for dt in OUT_TYPE_IDS:
@@ -98,6 +99,10 @@ def _instantiations():
             for mask in (1, 2, 3, 7, 8, 16):
                 if dt != "float32" and c.smem_bytes(dt, mask) <= 232448:
                     seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, scale_tma=mask)))
+            # the chunked K loop (kChunk) with every chunk the ring's stages allow
+            for chunk in general_rules.CHUNKS if dt != "float32" else ():
+                if general_rules.chunk_fits(c, chunk):
+                    seen.add((variant, c.template_args(dt, False, targs[5] == "true", False, chunk=chunk)))
     # Grouped mode (MoE), as grouped.py instantiates it: DeepSeek-V4 widths, a narrow N, fp32.
     for n, dt, groups, per_group in ((4096, "bfloat16", 384, None), (40, "bfloat16", 8, None),
                                      (4096, "float32", 256, None), (4096, "bfloat16", 256, 1),

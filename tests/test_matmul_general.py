@@ -604,6 +604,53 @@ def test_scale_windows(m, n, k, cfg):
     assert bool((got == base).all()), "the windows' result differs from the loads'"
 
 
+# The chunked K loop (kChunk, dispatch/general.py: chunk_blocks): K blocks per unit, ring
+# positions of both kinds (stages a multiple of the chunk: chunks start at 0 or a multiple; the
+# chunk a multiple of the stages: the stage index wraps inside a chunk), one and several chunks per
+# unit and units per CTA, split K, a tail split, M and N tails, and 4-block chunks.
+CHUNK_CASES = [((200, 300, 1024), General(64, 4), 8),                    # 8 blocks, s4: wraps twice
+               ((300, 1000, 4096), General(128, 4), 8),                  # 4 chunks a unit
+               ((130, 1000, 4096), General(32, 16, 8, 1, 64), 8),        # s16: chunks at 0 and 8
+               ((100, 4096, 4096), General(32, 8, 8, 4, 64), 8),         # 4 splits of 8 blocks
+               ((257, 520, 2048), General(64, 8, 8, 2, 64), 8),          # 2 splits, 64 x 64
+               ((1200, 2048, 3072), General(128, 4, 8, 0), 8),           # tail split: 24 and 3 x 8
+               ((1000, 4096, 1024), General(128, 4, 8), 4),              # 4-block chunks
+               ((64, 512, 512), General(32, 4, 8, 1, 64), 4)]            # one 4-block chunk
+
+
+@pytest.mark.parametrize("shape,cfg,chunk", CHUNK_CASES, ids=lambda v: v.label() if hasattr(v, "label") else str(v))
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_chunked_k_loop(shape, cfg, chunk, out_dtype, monkeypatch):
+    """The chunked K loop where the dispatcher takes it (or forced to 4-block chunks): the bits of
+    the rolled loops' result, within the reference bound, with As and Bs inside NaN borders (a
+    scale loaded past a unit's last block would show), As also at a 4-byte offset."""
+    import cupy
+    from fp8gemm import plans
+    from fp8gemm.dispatch import general as g
+    m, n, k = shape
+    case = random_case(m, n, k, seed=m + n + k // 128)
+    kb = -(-k // 128)
+    sb = poisoned(case.b_scale, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
+    monkeypatch.setattr(g, "CHUNKS", (chunk,))
+    for layout in ("k-major", "k-major, 4-byte offset"):
+        sa = _scales_in_layout(case.a_scale, layout)
+        stub = types.SimpleNamespace(out_dtype=out_dtype, k=k, m=m, n=n, sa_stride_k=1, sb_stride_k=1)
+        assert g.chunk_blocks(stub, cfg, 132) == chunk, "the case does not take the chunked loop"
+        plans.PLANS.clear()
+        out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
+        check(out, case, out_dtype)
+        got = cupy.asarray(out).view(cupy.uint16)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(g, "chunk_blocks", lambda *args: 0)
+            plans.PLANS.clear()
+            try:
+                rolled = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype,
+                                                     config=cfg)).view(cupy.uint16)
+            finally:
+                plans.PLANS.clear()
+        assert bool((got == rolled).all()), f"{layout}: the chunked loop differs from the rolled loops"
+
+
 # TAIL_SPLIT (scheduler.cuh kTailSplit): whole waves unsplit, the last wave's tiles split as the
 # grid fills, each split >= 8 K blocks. Shapes by tile count on 132 SMs: 192 (1.45 waves: halves),
 # 150 (the rest in halves: K caps it), 200 (68 left over: more than half a wave, so nothing
