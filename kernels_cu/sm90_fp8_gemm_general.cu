@@ -302,15 +302,21 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                             s_b[set][j] = pb[first_block + j];
                         }
                     };
-                    // Block j of a chunk at ring position base (warp-uniform) and phase into cur
-                    // while the block before it (in prev) is promoted (none before the unit's
-                    // first: first). more: a chunk follows this one.
-                    const auto block = [&](uint32_t j, uint32_t base, uint32_t phase, float (&cur)[Mma::kNumAccum],
+                    // A chunk's place in the ring: its first stage's barriers and descriptors (warp-
+                    // uniform) and phase; a block's are these plus constants.
+                    struct ChunkAt { uint32_t full, empty, lo_a, lo_b, phase; };
+                    const auto chunk_at = [&](uint32_t base, uint32_t phase) {
+                        return ChunkAt{full0 + base * 8u, empty0 + base * 8u, lo_a0u + base * (SMEM_A_PER_STAGE >> 4),
+                                       lo_b0u + base * (SMEM_B_PER_STAGE >> 4), phase};
+                    };
+                    // Block j of the chunk at ``at`` into cur while the block before it (in prev) is
+                    // promoted (none before the unit's first: first). more: a chunk follows this one.
+                    const auto block = [&](uint32_t j, const ChunkAt& at, float (&cur)[Mma::kNumAccum],
                                            float (&prev)[Mma::kNumAccum], bool first, bool more) {
-                        const uint32_t stage = base + j % kNumStages;
-                        mbarrier_wait_parity(full0 + stage * 8u, phase ^ ((j / kNumStages) & 1u));
-                        const uint32_t lo_a = lo_a0u + stage * (SMEM_A_PER_STAGE >> 4);
-                        const uint32_t lo_b = lo_b0u + stage * (SMEM_B_PER_STAGE >> 4);
+                        const uint32_t s = j % kNumStages;
+                        mbarrier_wait_parity(at.full + s * 8u, at.phase ^ ((j / kNumStages) & 1u));
+                        const uint32_t lo_a = at.lo_a + s * (SMEM_A_PER_STAGE >> 4);
+                        const uint32_t lo_b = at.lo_b + s * (SMEM_B_PER_STAGE >> 4);
                         if (kOrderedIssue && math_wg == 0)
                             named_barrier_sync_unaligned(CtaShape::kOrderBarrier, kNumConsumerThreads);
                         wgmma_fence_operands(cur);
@@ -334,26 +340,31 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         wgmma_wait<0>();
                         wgmma_fence_operands(cur);
                         __syncwarp();
-                        mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+                        mbarrier_arrive_if(at.empty + s * 8u, lane_idx == 0);
                     };
-                    // The ring position after a chunk at (base, phase).
+                    // Where the next chunk starts: kStagesFixed, every chunk at stage 0 (the stage
+                    // index wraps inside it), the phase flipping every kNumStages blocks; else at
+                    // the next multiple of kChunk.
+                    constexpr bool kStagesFixed = kChunk % kNumStages == 0;
                     const auto next_base = [](uint32_t base) {
-                        return kNumStages % kChunk == 0 ? (base + kChunk == kNumStages ? 0u : base + kChunk) : 0u;
+                        return kStagesFixed || base + kChunk == kNumStages ? 0u : base + kChunk;
                     };
                     const auto next_phase = [](uint32_t base, uint32_t phase) {
-                        return kNumStages % kChunk == 0 ? phase ^ (base + kChunk == kNumStages ? 1u : 0u)
-                                                        : phase ^ ((kChunk / kNumStages) & 1u);
+                        return kStagesFixed ? phase ^ ((kChunk / kNumStages) & 1u)
+                                            : phase ^ (base + kChunk == kNumStages ? 1u : 0u);
                     };
+                    const auto ring_base = [&]() { return __shfl_sync(0xffffffffu, pipe.stage, 0); };
                     // The loop is rotated so that no chunk's first block waits behind a branch:
                     // each pass runs blocks 1 .. kChunk - 1 of a chunk, then block 0 of the next.
-                    block(0, __shfl_sync(0xffffffffu, pipe.stage, 0), pipe.phase, accum, acc2, true, num_chunks > 1);
+                    block(0, chunk_at(ring_base(), pipe.phase), accum, acc2, true, num_chunks > 1);
                     for (uint32_t c = 0;; ++c) {
-                        const uint32_t base = __shfl_sync(0xffffffffu, pipe.stage, 0), phase = pipe.phase;
+                        const uint32_t base = ring_base(), phase = pipe.phase;
+                        const ChunkAt at = chunk_at(base, phase);
                         const bool more = c + 1 < num_chunks;
 #pragma unroll
                         for (uint32_t j = 1; j < kChunk; j += 2) {
-                            block(j, base, phase, acc2, accum, false, more);
-                            if (j + 1 < kChunk) block(j + 1, base, phase, accum, acc2, false, more);
+                            block(j, at, acc2, accum, false, more);
+                            if (j + 1 < kChunk) block(j + 1, at, accum, acc2, false, more);
                         }
                         pipe.stage = next_base(base);
                         pipe.phase = next_phase(base, phase);
@@ -361,7 +372,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         pa1 += kChunk;
                         pb += kChunk;
                         if (!more) break;
-                        block(0, next_base(base), pipe.phase, accum, acc2, false, c + 2 < num_chunks);
+                        block(0, chunk_at(pipe.stage, pipe.phase), accum, acc2, false, c + 2 < num_chunks);
                     }
                     promote_block(acc2, 1, kHalf - 1);
                 } else if constexpr (!kFinePromotion) {
