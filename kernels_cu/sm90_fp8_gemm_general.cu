@@ -297,9 +297,9 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     const auto load_set = [&](uint32_t set, uint32_t first_block) {
 #pragma unroll
                         for (uint32_t j = 0; j < kHalf; ++j) {
-                            s_a0[set][j] = pa0[first_block + j];
-                            s_a1[set][j] = pa1[first_block + j];
-                            s_b[set][j] = pb[first_block + j];
+                            s_a0[set][j] = ld_nc_f32_pinned(pa0 + first_block + j);
+                            s_a1[set][j] = ld_nc_f32_pinned(pa1 + first_block + j);
+                            s_b[set][j] = ld_nc_f32_pinned(pb + first_block + j);
                         }
                     };
                     // A chunk's place in the ring: its first stage's barriers and descriptors (warp-
@@ -310,9 +310,11 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                                        lo_b0u + base * (SMEM_B_PER_STAGE >> 4), phase};
                     };
                     // Block j of the chunk at ``at`` into cur while the block before it (in prev) is
-                    // promoted (none before the unit's first: first). more: a chunk follows this one.
+                    // promoted (none before the unit's first: first). next: kChunk where a chunk
+                    // follows this one, else 0 (its first half's scales are then loaded again from
+                    // this chunk: no branch, no load past the unit).
                     const auto block = [&](uint32_t j, const ChunkAt& at, float (&cur)[Mma::kNumAccum],
-                                           float (&prev)[Mma::kNumAccum], bool first, bool more) {
+                                           float (&prev)[Mma::kNumAccum], bool first, uint32_t next) {
                         const uint32_t s = j % kNumStages;
                         mbarrier_wait_parity(at.full + s * 8u, at.phase ^ ((j / kNumStages) & 1u));
                         const uint32_t lo_a = at.lo_a + s * (SMEM_A_PER_STAGE >> 4);
@@ -335,8 +337,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         } else {
                             promote_block(prev, (j - 1) / kHalf, (j - 1) % kHalf);
                         }
+                        // The promotion before the wait: ptxas would sink it past the wait.
+                        wgmma_fence_operands(total);
                         if (j == 1) load_set(1, kHalf);                        // this chunk's second half
-                        if (j == kHalf + 1 && more) load_set(0, kChunk);       // the next chunk's first half
+                        if (j == kHalf + 1) load_set(0, next);                 // the next chunk's first half
                         wgmma_wait<0>();
                         wgmma_fence_operands(cur);
                         __syncwarp();
@@ -356,15 +360,16 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     const auto ring_base = [&]() { return __shfl_sync(0xffffffffu, pipe.stage, 0); };
                     // The loop is rotated so that no chunk's first block waits behind a branch:
                     // each pass runs blocks 1 .. kChunk - 1 of a chunk, then block 0 of the next.
-                    block(0, chunk_at(ring_base(), pipe.phase), accum, acc2, true, num_chunks > 1);
+                    block(0, chunk_at(ring_base(), pipe.phase), accum, acc2, true, 0u);
                     for (uint32_t c = 0;; ++c) {
                         const uint32_t base = ring_base(), phase = pipe.phase;
                         const ChunkAt at = chunk_at(base, phase);
                         const bool more = c + 1 < num_chunks;
+                        const uint32_t next = more ? kChunk : 0u;
 #pragma unroll
                         for (uint32_t j = 1; j < kChunk; j += 2) {
-                            block(j, at, acc2, accum, false, more);
-                            if (j + 1 < kChunk) block(j + 1, at, accum, acc2, false, more);
+                            block(j, at, acc2, accum, false, next);
+                            if (j + 1 < kChunk) block(j + 1, at, accum, acc2, false, next);
                         }
                         pipe.stage = next_base(base);
                         pipe.phase = next_phase(base, phase);
@@ -372,7 +377,7 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         pa1 += kChunk;
                         pb += kChunk;
                         if (!more) break;
-                        block(0, chunk_at(pipe.stage, pipe.phase), accum, acc2, false, c + 2 < num_chunks);
+                        block(0, chunk_at(pipe.stage, pipe.phase), accum, acc2, false, 0u);
                     }
                     promote_block(acc2, 1, kHalf - 1);
                 } else if constexpr (!kFinePromotion) {

@@ -40,6 +40,14 @@ __device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32
     asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+/// ld.global.nc.f32 as a volatile asm: issued where the program puts it (ptxas neither hoists nor
+/// sinks it across the other volatile asm), so a load can be placed blocks ahead of its use.
+__device__ __forceinline__ float ld_nc_f32_pinned(const float* ptr) {
+    float v;
+    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(ptr));
+    return v;
+}
+
 /// st.global.cg.v4.f32: a 16-byte store that bypasses L1.
 __device__ __forceinline__ void st_cg_f32x4(float* ptr, const float (&v)[4]) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
