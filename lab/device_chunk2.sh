@@ -42,5 +42,5 @@ for r in csv.DictReader(open(sys.argv[1])):
     if r["Metric Name"] in keep:
         print(f'{r["ID"]:>3} {r["Kernel Name"][-40:]:40} {r["Metric Name"]:36} {r["Metric Value"]:>12} {r["Metric Unit"]}')
 PY
-grep -A14 -iE "^kernel|samples by reason|total" "$OUT/stalls.txt" | head -80
+cut -c1-150 "$OUT/stalls.txt" | head -70
 python3 -m fp8gemm.bench.provenance | grep -E "source_hash"
