@@ -177,14 +177,18 @@ def chunk_blocks(p, cand: General, num_sms: int) -> int:
     """kChunk, the K loop unrolled over chunks of that many blocks (0: the rolled loops), for a
     plain GEMM whose scales are loaded (not FP32 out: its fine promotion has its own loop):
     As and Bs with a unit K stride (the chunk's scales at immediate offsets), every unit a whole
-    number of chunks (no empty split), and a ring whose stage count the chunk divides or that
-    divides the chunk, so that every chunk starts at a fixed ring position. The longest of CHUNKS
-    that fits."""
+    number of chunks (no empty split), a ring that chunk_fits, and on 128-row tiles units of one
+    chunk. The longest of CHUNKS that fits. NOTES: H200, same tiles and rings, time / DeepGEMM's
+    in the same process (bench/NOTES.md): 12% fewer instructions issued (ncu, 48 x 4096 x 1024 on
+    64 x 32 s16), 1.4% faster geomean over the 20 trace shapes it takes (0.95-1.05x), but 6-9%
+    slower on 128 x 128 s4 tiles with units of 32 K blocks (four chunks), which keep the rolled
+    loops."""
     if p.out_dtype == "float32" or p.sa_stride_k != 1 or p.sb_stride_k != 1:
         return 0
     units = unit_blocks(cand, p.m, p.n, p.k, num_sms)
     for chunk in CHUNKS:
-        if chunk_fits(cand, chunk) and all(u > 0 and u % chunk == 0 for u in units):
+        if chunk_fits(cand, chunk) and all(u > 0 and u % chunk == 0 for u in units) \
+                and (cand.block_m != BLOCK_M or units == {chunk}):
             return chunk
     return 0
 

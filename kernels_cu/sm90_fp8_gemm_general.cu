@@ -277,8 +277,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     // first promotion that reads the other set, a half chunk ahead of its own first
                     // use: the loop's loads share one scoreboard, which the first read of a loaded
                     // register waits on to zero, so a burst issued after that read is never waited
-                    // for by the reads of the set before it (bench/NOTES.md). Two accumulators in
-                    // turn, as in the loop below.
+                    // for by the reads of the set before it. The bursts are volatile asm: as plain
+                    // loads ptxas moved them next to their use, and the loop ran 6% slower than the
+                    // rolled one instead of 1.4% faster (bench/NOTES.md). Two accumulators in turn,
+                    // as in the loop below.
                     constexpr uint32_t kHalf = kChunk / 2;
                     float acc2[Mma::kNumAccum];
                     float s_a0[2][kHalf], s_a1[2][kHalf], s_b[2][kHalf];   // [set][block of the half]

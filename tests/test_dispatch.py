@@ -341,23 +341,26 @@ def test_chunked_k_loop_rule():
                               cand, sms)
 
     assert g.CHUNKS == (8, 4)
-    assert chunk() == 8                                                   # 32 blocks, s4: the index wraps
-    assert chunk(cand=g.General(128, 6)) == 0                             # s6: no fixed ring position
-    assert chunk(cand=g.General(32, 16, 8, 1, 64)) == 8                   # s16: chunks at 0 and 8
+    assert chunk(k=1024) == 8 and chunk(k=512) == 4 and chunk(k=256) == 0   # 128-row tiles: units of one chunk
+    assert chunk() == 0 and chunk(k=2048) == 0                            # 128 rows, 32 or 16 blocks: rolled
+    assert chunk(cand=g.General(128, 4, 8, 4)) == 8                       # 4 splits of 8 blocks
+    assert chunk(k=1024, cand=g.General(128, 6)) == 0                     # s6: no fixed ring position
+    assert chunk(cand=g.General(32, 16, 8, 1, 64)) == 8                   # 64 rows: 4 chunks, s16: at 0 and 8
     assert chunk(cand=g.General(32, 8, 8, 4, 64)) == 8                    # 4 splits of 8 blocks
     assert chunk(cand=g.General(32, 8, 8, 8, 64)) == 4                    # 8 splits of 4
     assert chunk(cand=g.General(32, 8, 8, 3, 64)) == 0                    # 11, 11, 10 blocks
     assert chunk(k=1024, cand=g.General(32, 8, 8, 3, 64)) == 0            # 3, 3, 2
     assert chunk(k=512, cand=g.General(32, 8, 8, 16, 64)) == 0            # splits past K: empty ones
-    assert chunk(k=1024) == 8 and chunk(k=512) == 4 and chunk(k=256) == 0
-    assert chunk(k=1040) == 0 and chunk(k=4096 - 16) == 8                 # a K tail is a whole block
-    assert chunk(dt="float32") == 0 and chunk(dt="float16") == 8
+    assert chunk(k=1040) == 0 and chunk(k=1024 - 16) == 8                 # a K tail is a whole block
+    assert chunk(k=1024, dt="float32") == 0 and chunk(k=1024, dt="float16") == 8
     assert chunk(cand=g.General(128, 8, 8, 1, 64)) == 0                   # 64 x 128: 192 accumulators
-    assert chunk(sk=4) == 0 and chunk(sbk=2) == 0 and chunk(sk=0) == 0    # scales not at unit K stride
+    assert chunk(cand=g.General(32, 8, 8, 1, 64)) == 8 and chunk(cand=g.General(32, 6, 8, 1, 64)) == 0
+    for sk, sbk in ((4, 1), (1, 2), (0, 1)):                              # scales not at unit K stride
+        assert chunk(k=1024, sk=sk, sbk=sbk) == 0
     assert g.unit_blocks(g.General(128, 4, 8, 0), 1200, 2048, 3072, 132) == {24, 8}   # 160 tiles: 28 split 3 ways
-    assert chunk(k=3072, cand=g.General(128, 4, 8, 0), m=1200, n=2048) == 8
+    assert chunk(k=3072, cand=g.General(32, 8, 8, 0, 64), m=1200, n=512) == 8         # 64 rows: 24 and 8
+    assert chunk(k=3072, cand=g.General(128, 4, 8, 0), m=1200, n=2048) == 0           # 128 rows: 24 is 3 chunks
     assert g.unit_blocks(g.General(128, 4, 8, 0), 512, 2048, 3072, 132) == {12}       # 64 tiles: 2 ways
-    assert chunk(k=3072, cand=g.General(128, 4, 8, 0), m=512, n=2048) == 4
     assert g.unit_blocks(g.General(128, 4, 8, 3), 512, 2048, 1024, 132) == {3, 2}
     c = g.General(128, 4)
     assert c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_LOADS, chunk=8)[-3:] == (2, 0, 8)

@@ -621,9 +621,10 @@ CHUNK_CASES = [((200, 300, 1024), General(64, 4), 8),                    # 8 blo
 @pytest.mark.parametrize("shape,cfg,chunk", CHUNK_CASES, ids=lambda v: v.label() if hasattr(v, "label") else str(v))
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 def test_chunked_k_loop(shape, cfg, chunk, out_dtype, monkeypatch):
-    """The chunked K loop where the dispatcher takes it (or forced to 4-block chunks): the bits of
-    the rolled loops' result, within the reference bound, with As and Bs inside NaN borders (a
-    scale loaded past a unit's last block would show), As also at a 4-byte offset."""
+    """The chunked K loop, forced (the dispatcher takes it on fewer of these: 128-row tiles with
+    units of one chunk): the bits of the rolled loops' result, within the reference bound, with As
+    and Bs inside NaN borders (a scale loaded past a unit's last block would show), As also at a
+    4-byte offset."""
     import cupy
     from fp8gemm import plans
     from fp8gemm.dispatch import general as g
@@ -631,11 +632,10 @@ def test_chunked_k_loop(shape, cfg, chunk, out_dtype, monkeypatch):
     case = random_case(m, n, k, seed=m + n + k // 128)
     kb = -(-k // 128)
     sb = poisoned(case.b_scale, np.nan, pad_cols=(-kb) % 4 + 4, col0=4)[0]
-    monkeypatch.setattr(g, "CHUNKS", (chunk,))
+    assert g.chunk_fits(cfg, chunk) and all(u > 0 and u % chunk == 0 for u in g.unit_blocks(cfg, m, n, k, 132))
+    monkeypatch.setattr(g, "chunk_blocks", lambda *args: chunk)
     for layout in ("k-major", "k-major, 4-byte offset"):
         sa = _scales_in_layout(case.a_scale, layout)
-        stub = types.SimpleNamespace(out_dtype=out_dtype, k=k, m=m, n=n, sa_stride_k=1, sb_stride_k=1)
-        assert g.chunk_blocks(stub, cfg, 132) == chunk, "the case does not take the chunked loop"
         plans.PLANS.clear()
         out = fp8gemm.matmul(case.a, case.b, sa, sb, out_dtype=out_dtype, config=cfg)
         check(out, case, out_dtype)
