@@ -166,7 +166,7 @@ def unit_blocks(cand: General, m: int, n: int, k: int, num_sms: int) -> set:
     if cand.splits == TAIL_SPLIT:
         tiles = cdiv(m, cand.block_m) * cdiv(n, cand.block_n)
         splits = tail_split_count(tiles, kb, num_sms)
-        whole = {kb} if tiles >= num_sms or splits == 1 else set()
+        whole = {kb} if tiles >= num_sms else set()        # tiles of whole waves run unsplit
     else:
         splits, whole = _splits(cand.splits, k), set()
     per = cdiv(kb, splits)

@@ -339,7 +339,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         } else {
                             promote_block(prev, (j - 1) / kHalf, (j - 1) % kHalf);
                         }
-                        // The promotion before the wait: ptxas would sink it past the wait.
+                        // Orders the promotion before the wait in the PTX; ptxas may still move
+                        // its FFMAs past the wait (seen in the SASS of 128 x 128 tiles).
                         wgmma_fence_operands(total);
                         if (j == 1) load_set(1, kHalf);                        // this chunk's second half
                         if (j == kHalf + 1) load_set(0, next);                 // the next chunk's first half
