@@ -9,7 +9,7 @@ dispatch/grouped.py chooses) and split K (kernels_cu/split_k.cuh).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
@@ -123,7 +123,7 @@ def scale_source(p, cand: General):
     none = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR)
     if p.out_dtype == "float32":
         return none
-    if m_major_as_fits(p, cand.block_m) and cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK:
+    if as_slots_fit(p, cand):
         return SCALE_SLOTS_A, m_major_as_map(p, cand.block_m), tma.ZERO_DESCRIPTOR
     if windows_win(cand, p.k) and k_major_windows_fit(p) and \
             cand.smem_bytes(p.out_dtype, SCALE_WINDOW) <= MAX_SMEM_PER_BLOCK:
@@ -131,6 +131,13 @@ def scale_source(p, cand: General):
     if loads_in_block_win(cand, p.k):
         return (SCALE_LOADS_IN_BLOCK,) + none[1:]
     return none
+
+
+def as_slots_fit(p, cand: General) -> bool:
+    """Whether a plain GEMM with coarse promotion takes As by TMA into stage slots (SCALE_SLOTS_A):
+    an M-major As that m_major_as_fits, with the slots beside the configuration's stages."""
+    return p.out_dtype != "float32" and m_major_as_fits(p, cand.block_m) and \
+        cand.smem_bytes(p.out_dtype, SCALE_SLOTS_A) <= MAX_SMEM_PER_BLOCK
 
 
 def windows_win(cand: General, k: int) -> bool:
@@ -185,7 +192,12 @@ def chunk_blocks(p, cand: General, num_sms: int) -> int:
     loops."""
     if p.out_dtype == "float32" or p.sa_stride_k != 1 or p.sb_stride_k != 1:
         return 0
-    units = unit_blocks(cand, p.m, p.n, p.k, num_sms)
+    return units_chunk(cand, unit_blocks(cand, p.m, p.n, p.k, num_sms))
+
+
+def units_chunk(cand: General, units: set) -> int:
+    """chunk_blocks' rule on the units' K-block counts alone: the longest of CHUNKS that fits the
+    ring and divides every unit (no empty one), on 128-row tiles only units of one chunk; 0 if none."""
     for chunk in CHUNKS:
         if chunk_fits(cand, chunk) and all(u > 0 and u % chunk == 0 for u in units) \
                 and (cand.block_m != BLOCK_M or units == {chunk}):
@@ -199,6 +211,21 @@ def chunk_fits(cand: General, chunk: int) -> bool:
     warpgroup holds 192 accumulators per thread and spills with the chunk's scale registers."""
     ring = cand.stages % chunk == 0 or chunk % cand.stages == 0
     return ring and not (cand.block_m == 64 and cand.block_n == 128)
+
+
+def chunk_ring(cand: General, most: int, desc: GemmDesc, num_sms: int):
+    """The same tiling on the deepest ring of at most ``most`` stages that a chunk of the chunked
+    K loop fits (CHUNKS), where the units would take the chunk (chunk_blocks' rule on unit K
+    strides) and ``cand``'s own ring does not; else None. A tuner candidate: the rings the
+    fallback picks (64 x 64 s6, 128-row s6) take no chunk."""
+    units = unit_blocks(cand, desc.m, desc.n, desc.k, num_sms)
+    if desc.out_dtype == "float32" or units_chunk(cand, units):
+        return None
+    for stages in (16, 8, 4):
+        other = replace(cand, stages=stages)
+        if stages <= most and units_chunk(other, units):
+            return other
+    return None
 
 
 def ring64_stages(block_n: int, most: int) -> int:
@@ -352,10 +379,10 @@ class General(Candidate):
         accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
         stores through TMA (kTmaStore) where tma_store_ok allows."""
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
-        source, tmap_sa, tmap_sb = scale_source(p, self)
-        chunk = 0 if source == SCALE_SLOTS_A else chunk_blocks(p, self, sm_count(p.device))
-        if chunk:
-            source, tmap_sa, tmap_sb = SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR
+        # The chunked loop loads its scales (no slots or windows); the As slots win over it.
+        chunk = 0 if as_slots_fit(p, self) else chunk_blocks(p, self, sm_count(p.device))
+        source, tmap_sa, tmap_sb = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR) if chunk \
+            else scale_source(p, self)
         smem = self.smem_bytes(p.out_dtype, source)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
@@ -461,6 +488,10 @@ class General(Candidate):
             # shapes where they won), the most as the alternative.
             stages = most if block_m == BLOCK_M else ring64_stages(block_n, most)
             out.append(kind(block_n, stages, 8, splits, block_m))
+            if i < 4 and kind is cls:
+                chunked = chunk_ring(kind(block_n, stages, 8, splits, block_m), most, desc, num_sms)
+                if chunked is not None:
+                    out.append(chunked)
             if i < 2:
                 other = 4 if block_m == BLOCK_M else most
                 if other != stages and (block_m != BLOCK_M or stages > other):

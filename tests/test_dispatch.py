@@ -368,6 +368,28 @@ def test_chunked_k_loop_rule():
         c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_WINDOW, chunk=0)
 
 
+def test_tuner_tries_a_chunk_fitting_ring():
+    """The tuner's candidates hold, next to a tiling whose ring takes no chunk, the same tiling on
+    the deepest ring that does (chunk_ring: 16, 8 or 4 stages, at most the most that fit), and
+    nothing more where the ring takes one already, the units cannot (128 rows, four chunks) or the
+    output is FP32 (its own loop)."""
+    from fp8gemm.bench import tune
+    from fp8gemm.dispatch import general as g
+
+    def ring(cand, m, n, k, dt="bfloat16", most=13):
+        return g.chunk_ring(cand, most, GemmDesc(m=m, n=n, k=k, out_dtype=dt), 132)
+
+    assert ring(g.General(64, 6, 8, 1, 64), 184, 1536, 1024) == g.General(64, 8, 8, 1, 64)
+    assert ring(g.General(64, 6, 8, 1, 64), 184, 1536, 1024, most=7) == g.General(64, 4, 8, 1, 64)
+    assert ring(g.General(32, 16, 8, 1, 64), 64, 4096, 4096, most=16) is None     # s16 takes one
+    assert ring(g.General(64, 6, 8, 1, 64), 184, 1536, 1024, dt="float32") is None
+    assert ring(g.General(128, 6), 256, 8192, 1024, most=6) == g.General(128, 4)  # one chunk a unit
+    assert ring(g.General(128, 6), 512, 8192, 4096, most=6) is None              # four: rolled
+    assert ring(g.General(64, 6, 8, 3, 64), 128, 4096, 1024) is None              # 3, 3, 2 blocks
+    cands = tune.candidates(GemmDesc(m=184, n=1536, k=1024, out_dtype="bfloat16"))
+    assert cands[0] == g.General(64, 6, 8, 1, 64) and g.General(64, 8, 8, 1, 64) in cands
+
+
 def test_wg3_as_slots_follow_the_layout():
     """The wg3 kernel's plain mode reads As from stage slots under the general kernel's rule: an
     M-major As, 16-byte aligned base and column stride, at least a tile (192 rows), slots that fit."""
