@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
-from ..launcher import (NO_SWIGLU, Plan, check_grid, gemm_args, group_args, sm_count, tma_store_ok,
-                        token_tiles)
+from ..launcher import (NARROW_ROW_BYTES, NO_SWIGLU, Plan, check_grid, gemm_args, group_args, sm_count,
+                        tma_store_ok, token_tiles)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
 BLOCK_M = 128                               # tile rows: two consumer warpgroups of 64
@@ -58,6 +58,13 @@ def staging_bytes(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
     stores)."""
     row_bytes = block_n * OUT_BYTES[out_dtype]
     return 0 if row_bytes % 128 else block_m * row_bytes
+
+
+def general_staging_bytes(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
+    """The general kernel's staging: staging_bytes, or where a tile row is NARROW_ROW_BYTES, the
+    unswizzled box of each consumer warpgroup (NarrowStaging, epilogue.cuh)."""
+    row_bytes = block_n * OUT_BYTES[out_dtype]
+    return block_m * row_bytes if row_bytes in NARROW_ROW_BYTES else staging_bytes(block_n, out_dtype, block_m)
 
 
 def ring_smem_bytes(block_n: int, stages: int, staging: int, block_m: int = BLOCK_M) -> int:
@@ -348,7 +355,7 @@ class General(Candidate):
         slots = (self.block_m * 4 if scale_slots & SCALE_SLOTS_A else 0) + \
             (B_SLOT_BYTES if scale_slots & SCALE_SLOTS_B else 0)
         windows = window_bytes(self.block_m) if scale_slots & SCALE_WINDOW else 0
-        return ring_smem_bytes(self.block_n, self.stages, staging_bytes(self.block_n, out_dtype, self.block_m),
+        return ring_smem_bytes(self.block_n, self.stages, general_staging_bytes(self.block_n, out_dtype, self.block_m),
                                self.block_m) + self.stages * slots + windows
 
     def is_valid(self, desc: GemmDesc) -> bool:
@@ -378,7 +385,7 @@ class General(Candidate):
         """FP32 output promotes after every wgmma (kFinePromotion): the tensor cores' FP8
         accumulation error (~2e-4) would otherwise exceed FP32's 1e-4 tolerance. The epilogue
         stores through TMA (kTmaStore) where tma_store_ok allows."""
-        store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
+        store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned, narrow=True)
         # The chunked loop loads its scales (no slots or windows); the As slots win over it.
         chunk = 0 if as_slots_fit(p, self) else chunk_blocks(p, self, sm_count(p.device))
         source, tmap_sa, tmap_sb = (SCALE_LOADS, tma.ZERO_DESCRIPTOR, tma.ZERO_DESCRIPTOR) if chunk \
@@ -389,9 +396,11 @@ class General(Candidate):
                                                       scale_tma=source, chunk=chunk), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
+        narrow = store and self.block_n * OUT_BYTES[p.out_dtype] in NARROW_ROW_BYTES
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, store,
                                 cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n), self.block_n,
-                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa), ("desc", tmap_sb)))
+                                _splits(self.splits, p.k), None, self.block_m, (("desc", tmap_sa), ("desc", tmap_sb)),
+                                store_box=self.block_n if narrow else 0)
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int) -> int:
         return self.smem_bytes(out_dtype) + prefix_bytes(num_groups)
@@ -508,7 +517,7 @@ class General(Candidate):
 
     @staticmethod
     def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
-        return max_stages(block_n, staging_bytes(block_n, out_dtype, block_m), block_m)
+        return max_stages(block_n, general_staging_bytes(block_n, out_dtype, block_m), block_m)
 
 
 @dataclass(frozen=True)
@@ -589,7 +598,7 @@ def _split_label(splits: int) -> str:
 
 
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
-                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = ()) -> Plan:
+                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = (), store_box: int = 0) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
     a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
     gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused) +
@@ -603,4 +612,5 @@ def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bo
     return Plan(p, kern, min(units, sms), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
                 + group_args(gp) + NO_SWIGLU + tail,
-                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n)
+                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n,
+                store_box=store_box)

@@ -18,6 +18,7 @@ from .dtypes import OUT_BYTES
 from .validate import GemmProblem, GroupedProblem
 
 STORE_CHUNK_BYTES = 128        # one 128B-swizzle chunk of output columns per TMA store box
+NARROW_ROW_BYTES = (16, 32, 64)  # tile rows the general kernel stores as one unswizzled box (NarrowStaging)
 MAX_GRID = 2**31 - 1
 
 _lock = threading.Lock()
@@ -123,16 +124,17 @@ class KernelParams:
         ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[index], bytes(desc), 128)
 
 
-def tma_store_ok(n: int, block_n: int, esize: int, ldc: int, out_aligned: bool) -> bool:
-    """Whether the epilogue may store C through TMA: a tile row is whole 128-byte swizzle chunks,
-    C's base and row pitch are 16-byte aligned, and a row of C (N elements) ends on a 16-byte
-    boundary. NOTES: the last condition because a TMA store clips a box at the tensor's inner
+def tma_store_ok(n: int, block_n: int, esize: int, ldc: int, out_aligned: bool, narrow: bool = False) -> bool:
+    """Whether the epilogue may store C through TMA: a tile row is whole 128-byte swizzle chunks
+    (or, where the kernel has the unswizzled staging, ``narrow``: NARROW_ROW_BYTES), C's base and
+    row pitch are 16-byte aligned, and a row of C (N elements) ends on a 16-byte boundary. NOTES: the last condition because a TMA store clips a box at the tensor's inner
     extent only to 16-byte granularity: with N * esize % 16 != 0 it also wrote the elements from
     N up to the next 16-byte boundary, i.e. past the end of each row of an output view (found by
     the NaN-poisoned border test at N = 300 bf16; triton-lang/triton#11583 reports the
     same on H100)."""
-    return ((block_n * esize) % STORE_CHUNK_BYTES == 0 and out_aligned and (ldc * esize) % 16 == 0
-            and (n * esize) % 16 == 0)
+    row = block_n * esize
+    return ((row % STORE_CHUNK_BYTES == 0 or (narrow and row in NARROW_ROW_BYTES)) and out_aligned
+            and (ldc * esize) % 16 == 0 and (n * esize) % 16 == 0)
 
 
 def gemm_args(tmap_a, tmap_b, p: GemmProblem, ldc: int) -> tuple:
@@ -182,11 +184,14 @@ class Plan:
     function, grid, block and shared memory, and a prebuilt argument block that starts as
     gemm_args. Built by each variant's ``plan`` (dispatch/); ``run`` fills in the output (its C
     tensor map when ``tma_store``) and, with ``splits`` other than 1, the stream's split-K workspace for
-    ``ws_floats`` partial sums and ``num_tiles`` counters."""
+    ``ws_floats`` partial sums and ``num_tiles`` counters. ``store_box``: 0, the C map's box is one
+    128-byte swizzled chunk; else that many columns, unswizzled (the narrow tiles' staging)."""
 
     def __init__(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, args: tuple,
-                 *, tma_store: bool = False, splits: int = 1, num_tiles: int = 0, ws_floats: int = 0):
+                 *, tma_store: bool = False, splits: int = 1, num_tiles: int = 0, ws_floats: int = 0,
+                 store_box: int = 0):
         self.tma_store, self.splits, self.num_tiles, self.ws_floats = tma_store, splits, num_tiles, ws_floats
+        self.store_box = store_box
         self.grid = grid
         self.smem_bytes = smem_bytes
         self.function = kern.kernel.ptr
@@ -211,7 +216,8 @@ class Plan:
                 if self.tma_store:
                     params.set_desc(_ARG_TMAP_C, tma.encode_2d(
                         out_ptr, self.m, self.n, self.ldc * self.esize, 64,
-                        STORE_CHUNK_BYTES // self.esize, self.esize))
+                        self.store_box or STORE_CHUNK_BYTES // self.esize, self.esize,
+                        tma.SWIZZLE_NONE if self.store_box else tma.SWIZZLE_128B))
                 self._out_ptr = out_ptr
             if ws and (ws, counters) != self._ws:
                 params.set_u64(_ARG_WORKSPACE, ws)

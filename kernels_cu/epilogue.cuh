@@ -7,6 +7,8 @@
 //     issues one bulk tensor store per chunk. The store runs asynchronously (the warpgroup goes on
 //     to its next tile); out-of-bounds rows and columns of the box are not written. Needs the row
 //     pitch of C and its base a multiple of 16 bytes, and BLOCK_N * sizeof(out) a multiple of 128.
+//     Tiles of 8-32 columns whose rows are 16-64 bytes store one unswizzled box instead
+//     (NarrowStaging; CU_TENSOR_MAP_SWIZZLE_NONE).
 //   * direct stores from registers, masked, for everything else.
 // NOTES: the swizzle makes the 8 rows one warp writes per store land in 8 different 16-byte bank
 // groups, so the staging writes are free of bank conflicts.
@@ -17,8 +19,42 @@
 
 namespace fp8gemm {
 
+/// Stage one warpgroup's accumulator fragments through Staging::write_pair (layout of
+/// ptx/wgmma_fp8.cuh: warp w, lane l holds rows 16w + l/4 (+8), columns 8j + 2(l%4) (+1)).
+/// Then, before the bulk store: fence_proxy_async_shared() and a warpgroup barrier.
+template <class Staging, uint32_t BLOCK_N, int kNumAccum>
+__device__ __forceinline__ void stage_fragments(uint8_t* stage, uint32_t warp_in_wg, uint32_t lane,
+                                                const float (&total)[kNumAccum]) {
+    static_assert(kNumAccum == static_cast<int>(BLOCK_N / 2), "a 64 x BLOCK_N fragment set");
+    const uint32_t r = warp_in_wg * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
+        const uint32_t c = 8 * j + 2 * (lane % 4);
+        Staging::write_pair(stage, r, c, total[4 * j], total[4 * j + 1]);
+        Staging::write_pair(stage, r + 8, c, total[4 * j + 2], total[4 * j + 3]);
+    }
+}
+
+/// The TMA-store epilogue of one warpgroup (all its threads), for either staging: wait until the
+/// bulk store of its previous tile has read ``stage``, stage the fragments, make them visible to
+/// the async proxy, then its first thread stores the tile whose top-left element is C[row, col].
+/// ``barrier``: a named barrier of this warpgroup's own.
+template <class Staging, int kNumAccum>
+__device__ __forceinline__ void staged_store_tile(const TmaDescriptor* tmap_c, uint8_t* stage, uint32_t barrier,
+                                                  uint32_t warp_in_wg, uint32_t lane, const float (&total)[kNumAccum],
+                                                  uint32_t col, uint32_t row) {
+    const bool leader = threadIdx.x % kWarpgroupThreads == 0;
+    if (leader) tma_store_wait_read<0>();
+    named_barrier_sync(barrier, kWarpgroupThreads);
+    stage_fragments<Staging, Staging::kBlockN>(stage, warp_in_wg, lane, total);
+    fence_proxy_async_shared();                 // generic-proxy writes -> TMA reads
+    named_barrier_sync(barrier, kWarpgroupThreads);
+    if (leader) Staging::store(tmap_c, stage, col, row);
+}
+
 template <OutType kOut, uint32_t BLOCK_N>
 struct SwizzledStaging {
+    static constexpr uint32_t kBlockN = BLOCK_N;
     static constexpr uint32_t kElemBytes = kOut == OutType::kFP32 ? 4 : 2;
     static constexpr uint32_t kRows = kWgmmaM;                          // one warpgroup's rows
     static constexpr uint32_t kChunkElems = kSwizzleBytes / kElemBytes;  // columns per chunk
@@ -37,20 +73,11 @@ struct SwizzledStaging {
         store_out2<kOut>(dst, 0, v0, v1);
     }
 
-    /// Stage one warpgroup's accumulator fragments (layout of ptx/wgmma_fp8.cuh: warp w, lane l
-    /// holds rows 16w + l/4 (+8), columns 8j + 2(l%4) (+1)). Then, before the bulk store:
-    /// fence_proxy_async_shared() and a warpgroup barrier.
+    /// Stage one warpgroup's accumulator fragments (stage_fragments).
     template <int kNumAccum>
     __device__ __forceinline__ static void write_fragments(uint8_t* stage, uint32_t warp_in_wg, uint32_t lane,
                                                            const float (&total)[kNumAccum]) {
-        static_assert(kNumAccum == static_cast<int>(BLOCK_N / 2), "a 64 x BLOCK_N fragment set");
-        const uint32_t r = warp_in_wg * 16 + lane / 4;
-#pragma unroll
-        for (int j = 0; j < static_cast<int>(BLOCK_N / 8); ++j) {
-            const uint32_t c = 8 * j + 2 * (lane % 4);
-            write_pair(stage, r, c, total[4 * j], total[4 * j + 1]);
-            write_pair(stage, r + 8, c, total[4 * j + 2], total[4 * j + 3]);
-        }
+        stage_fragments<SwizzledStaging, BLOCK_N>(stage, warp_in_wg, lane, total);
     }
 
     /// One thread: a bulk tensor store per 128-byte chunk of the staged 64 x BLOCK_N tile, whose
@@ -63,23 +90,56 @@ struct SwizzledStaging {
         tma_store_commit_group();
     }
 
-    /// The whole TMA-store epilogue of one warpgroup (all its threads): wait until the bulk store
-    /// of its previous tile has read ``stage``, stage the fragments, make them visible to the async
-    /// proxy, then its first thread stores the tile whose top-left element is C[row, col].
-    /// ``barrier``: a named barrier of this warpgroup's own.
+    /// The whole TMA-store epilogue of one warpgroup (staged_store_tile).
     template <int kNumAccum>
     __device__ __forceinline__ static void store_tile(const TmaDescriptor* tmap_c, uint8_t* stage, uint32_t barrier,
                                                       uint32_t warp_in_wg, uint32_t lane,
                                                       const float (&total)[kNumAccum], uint32_t col, uint32_t row) {
-        const bool leader = threadIdx.x % kWarpgroupThreads == 0;
-        if (leader) tma_store_wait_read<0>();
-        named_barrier_sync(barrier, kWarpgroupThreads);
-        write_fragments(stage, warp_in_wg, lane, total);
-        fence_proxy_async_shared();                 // generic-proxy writes -> TMA reads
-        named_barrier_sync(barrier, kWarpgroupThreads);
-        if (leader) store(tmap_c, stage, col, row);
+        staged_store_tile<SwizzledStaging>(tmap_c, stage, barrier, warp_in_wg, lane, total, col, row);
     }
 };
+
+/// The TMA-store staging of a tile whose rows are 16, 32 or 64 bytes (8-32 columns): one box of
+/// 64 rows x BLOCK_N columns laid out row-major without swizzle (the map's CU_TENSOR_MAP_SWIZZLE_NONE,
+/// box {BLOCK_N, 64}), one bulk tensor store per warpgroup tile, through staged_store_tile. NOTES: against the masked direct stores such a tile's epilogue
+/// left the kernel 0.3-0.5 us longer at K = 1024 (H200, stores ablated, bench/NOTES.md): a warp's
+/// direct stores write 8 rows of 16 bytes each, half-sector writes the grid's end waits for. The
+/// staging writes of one warp store fall on 8 rows kRowBytes apart: 2-4 way bank conflicts on a
+/// few stores per tile, left as they are.
+template <OutType kOut, uint32_t BLOCK_N>
+struct NarrowStaging {
+    static constexpr uint32_t kBlockN = BLOCK_N;
+    static constexpr uint32_t kElemBytes = kOut == OutType::kFP32 ? 4 : 2;
+    static constexpr uint32_t kRows = kWgmmaM;
+    static constexpr uint32_t kRowBytes = BLOCK_N * kElemBytes;
+    static constexpr uint32_t kBytes = kRows * kRowBytes;               // per warpgroup: 1-4 KiB
+    static constexpr bool kSupported = kRowBytes == 16 || kRowBytes == 32 || kRowBytes == 64;
+
+    /// Stage the pair (row, col), (row, col + 1); col even, both inside the tile.
+    __device__ __forceinline__ static void write_pair(uint8_t* stage, uint32_t row, uint32_t col, float v0,
+                                                      float v1) {
+        store_out2<kOut>(stage + row * kRowBytes + col * kElemBytes, 0, v0, v1);
+    }
+
+    /// One thread: the staged 64 x BLOCK_N tile as one bulk tensor store, committed as a group.
+    __device__ __forceinline__ static void store(const TmaDescriptor* tmap_c, const uint8_t* stage, uint32_t col,
+                                                 uint32_t row) {
+        tma_store_2d(tmap_c, stage, col, row);
+        tma_store_commit_group();
+    }
+};
+
+/// The TMA-store staging a tile of BLOCK_N columns takes: 128-byte swizzled chunks where its rows
+/// are whole chunks, else one unswizzled box where they are 16-64 bytes (host: launcher.py
+/// tma_store_ok's ``narrow`` and the C map's box).
+template <bool kFirst, typename A, typename B>
+struct SelectType { using type = A; };
+template <typename A, typename B>
+struct SelectType<false, A, B> { using type = B; };
+
+template <OutType kOut, uint32_t BLOCK_N>
+using StoreStaging = typename SelectType<SwizzledStaging<kOut, BLOCK_N>::kSupported, SwizzledStaging<kOut, BLOCK_N>,
+                                         NarrowStaging<kOut, BLOCK_N>>::type;
 
 /// Masked direct stores of one thread's fragments (rows row0 and row0 + 8, see wgmma_fp8.cuh).
 template <OutType kOut, uint32_t BLOCK_N, int kNumAccum>

@@ -100,8 +100,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     constexpr uint32_t kSubTiles = kSwiGLU ? swiglu::kSubTiles : 1;   // sub-tiles per work unit
 
     // ---- shared memory (general_tiles.cuh) ---------------------------------------------------
-    using Staging = SwizzledStaging<kOut, BLOCK_N>;
-    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
+    using Staging = StoreStaging<kOut, BLOCK_N>;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) of 16, 32, 64 or k * 128");
     // kSwiGLU: sub-tile 0's act values and its rows' amax, [warpgroup][value][thread] floats.
     constexpr uint32_t kHoldPerWarpgroup = kSwiGLU ? (Mma::kNumAccum / 2 + 2) * kWarpgroupThreads : 0;
     // kScaleTma: the hold is the scale slots (ScaleSource), kSlotFloats per stage.
@@ -625,8 +625,8 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             } else if constexpr (kTmaStore) {
                 // Stage through swizzled shared memory, then one bulk store per 128-byte chunk.
                 if (wg_row_base < row_limit)              // a warpgroup wholly past M has nothing
-                    Staging::store_tile(&tmap_c, smem.staging + math_wg * Staging::kBytes, kEpilogueBarrier0 + math_wg,
-                                        warp_in_wg, lane_idx, total, w.n_block * BLOCK_N, wg_row_base);
+                    staged_store_tile<Staging>(&tmap_c, smem.staging + math_wg * Staging::kBytes, kEpilogueBarrier0 + math_wg,
+                                               warp_in_wg, lane_idx, total, w.n_block * BLOCK_N, wg_row_base);
             } else {
                 store_fragments_direct<kOut, BLOCK_N>(total, out, ldc, row_limit, N, row0, col0);
             }

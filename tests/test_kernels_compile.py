@@ -57,6 +57,16 @@ def _instance(c, dt, store=False, fine=None, grouped=False, k=256):
     return c.variant, c.template_args(dt, store, grouped)           # Wg3, Tall
 
 
+def _tma_ok(c, dt) -> bool:
+    """Whether a configuration's tiles can store through TMA: rows of whole 128-byte chunks, and
+    for the general kernel (not swap-AB) also rows of 16-64 bytes (its unswizzled staging)."""
+    from fp8gemm.launcher import NARROW_ROW_BYTES
+    row = getattr(c, "block_n", 8) * OUT_BYTES[dt]
+    if isinstance(c, (SwapAB, Gemv)):
+        return False
+    return row % 128 == 0 or (type(c) is General and row in NARROW_ROW_BYTES)
+
+
 def _instantiations():
     """Every distinct instantiation the dispatcher picks on the trace (tuned and fallback), per out
     dtype and store path, those the GPU tests and the tuner force, and the grouped modes."""
@@ -65,9 +75,7 @@ def _instantiations():
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
         for dt in OUT_TYPE_IDS:
             for c in (select(m, n, k, dt), select(m, n, k, dt, gpu="none")):
-                width = getattr(c, "block_n", 8)
-                tma_ok = (width * OUT_BYTES[dt]) % 128 == 0 and not isinstance(c, (SwapAB, Gemv))
-                for store in {tma_ok, False}:
+                for store in {_tma_ok(c, dt), False}:
                     seen.add(_instance(c, dt, store, k=k))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
         seen.add(_instance(General(block_n, 4, 8), "bfloat16"))
@@ -81,13 +89,13 @@ def _instantiations():
     for block_n in (16, 32, 64, 128):
         for dt in OUT_TYPE_IDS:
             stages = G.most_stages(block_n, dt, 64)
-            tma_ok = (block_n * OUT_BYTES[dt]) % 128 == 0
-            for store in {tma_ok, False}:
-                seen.add(_instance(General(block_n, stages, 8, 1, 64), dt, store))
+            c = General(block_n, stages, 8, 1, 64)
+            for store in {_tma_ok(c, dt), False}:
+                seen.add(_instance(c, dt, store))
     for c, dt in ((General(32, 2, 8, 1, 64), "bfloat16"), (General(64, 6, 8, 3, 64), "float32"),
                   (General(64, 12, 8, 1, 64), "float32"), (General(32, 16, 1, 1, 64), "bfloat16")):
         seen.add(_instance(c, dt, False))
-        seen.add(_instance(c, dt, (c.block_n * OUT_BYTES[dt]) % 128 == 0))
+        seen.add(_instance(c, dt, _tma_ok(c, dt)))
     # Scales in stage slots (by TMA, or copied by the producer warp: 7), in windows of 32 K blocks
     # (8) or loaded in block (16): every plain tile above with each mask whose slots or windows fit.
     for variant, targs in list(seen):
@@ -269,9 +277,10 @@ def _smem_cases():
     cases = []
     for dt, tid in OUT_TYPE_IDS.items():
         staging = "fp8gemm::SwizzledStaging<fp8gemm::OutType({tid}), {bn}>"
+        general_staging = "fp8gemm::StoreStaging<fp8gemm::OutType({tid}), {bn}>"   # the general kernel's
         for stages in range(2, general.MAX_STAGES + 1):
             for bn in general.BLOCK_NS:
-                st = staging.format(tid=tid, bn=bn)
+                st = general_staging.format(tid=tid, bn=bn)
                 expr = f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0)>::kBytes"
                 c = General(bn, stages)
                 cases.append((expr, c.smem_bytes(dt)))
@@ -283,7 +292,7 @@ def _smem_cases():
                     cases.append((slots, c.smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES_64 + 1):
             for bn in general.BLOCK_NS:
-                st = staging.format(tid=tid, bn=bn)
+                st = general_staging.format(tid=tid, bn=bn)
                 for mask in ((0, 1, 2, 3) if dt != "float32" else (0,)):
                     hold = f"{stages} * fp8gemm::general::scale_slot_floats<{mask}, 64>() * 4"
                     expr = (f"fp8gemm::general::Smem<{bn}, {stages}, ({st}::kSupported ? {st}::kBytes : 0), "

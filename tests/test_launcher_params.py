@@ -180,6 +180,25 @@ def test_tma_store_only_where_rows_end_on_16_bytes():
     assert not tma_store_ok(304, 128, 2, 300, True)        # pitch not a multiple of 16 bytes
     assert not tma_store_ok(4096, 128, 2, 4096, False)     # base not 16-byte aligned
     assert not tma_store_ok(4096, 32, 2, 4096, True)       # a 64-byte tile row: not whole chunks
+    # the general kernel's unswizzled staging (narrow): tile rows of 16, 32 or 64 bytes
+    for block_n, esize in ((8, 2), (16, 2), (32, 2), (8, 4), (16, 4)):
+        assert tma_store_ok(4096, block_n, esize, 4096, True, narrow=True)
+    assert not tma_store_ok(4096, 48, 2, 4096, True, narrow=True)    # 96 bytes: neither form
+    assert not tma_store_ok(300, 32, 2, 320, True, narrow=True)      # the 16-byte row end still rules
+    assert not tma_store_ok(4096, 16, 2, 4096, False, narrow=True)
+
+
+def test_narrow_tiles_store_one_unswizzled_box():
+    """The general kernel's tiles of 8-32 bf16 (8-16 fp32) columns count the unswizzled staging
+    (NarrowStaging, one 64-row box per consumer warpgroup) in their shared memory; 128-byte rows
+    keep the swizzled staging's size, and widths of neither form have none."""
+    from fp8gemm.dispatch import general as g
+    assert g.general_staging_bytes(32, "bfloat16", 64) == 64 * 64
+    assert g.general_staging_bytes(16, "float32", 128) == 128 * 64
+    assert g.general_staging_bytes(64, "bfloat16", 64) == g.staging_bytes(64, "bfloat16", 64) == 64 * 128
+    assert g.general_staging_bytes(48, "bfloat16") == 0
+    c = g.General(32, 8, 8, 1, 64)
+    assert c.smem_bytes("bfloat16") == g.ring_smem_bytes(32, 8, 64 * 64, 64)
 
 
 def test_launch_goes_through_cupy_wrapper_and_falls_back_to_ctypes(monkeypatch):
