@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
-from ..launcher import (NARROW_ROW_BYTES, NO_SWIGLU, Plan, check_grid, gemm_args, group_args, sm_count,
-                        tma_store_ok, token_tiles)
+from ..launcher import (NARROW_ROW_BYTES, NO_SWIGLU, Plan, check_grid, check_units, gemm_args, group_args,
+                        sm_count, tma_store_ok, token_tiles)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
 BLOCK_M = 128                               # tile rows: two consumer warpgroups of 64
@@ -609,6 +609,7 @@ def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bo
     units = sms if splits == TAIL_SPLIT else tiles * splits
     if gp is None:
         check_grid(tiles * max(splits, 1), f"M = {p.m}, N = {p.n}")
+    check_units(tiles + sms if splits == TAIL_SPLIT else tiles * splits, f"M = {p.m}, N = {p.n}")
     return Plan(p, kern, min(units, sms), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
                 + group_args(gp) + NO_SWIGLU + tail,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .. import compiler, tma
 from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
-from ..launcher import Plan, gemm_args, sm_count, token_tiles
+from ..launcher import Plan, check_units, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
                       prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
@@ -178,6 +178,7 @@ class SwiGLU(Candidate):
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, SWIGLU_ACT_COLS)
         act = replace(p, n=inter)                 # the kernel's N: act columns
         tiles = token_tiles(p.m, BLOCK_M, gp) * (inter // 128)
+        check_units(tiles, f"M = {p.m}, N = {p.n}")
         return Plan(act, kern, min(tiles, sm_count(p.device)), threads(BLOCK_M), MAX_SMEM_PER_BLOCK, inter,
                     gemm_args(tmap_a, tmap_b, act, inter) + (
                         ("u32", p.k), ("u32", 1), ("u64", 0), ("u64", 0),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
-from ..launcher import Plan, gemm_args, group_args, sm_count, tma_store_ok, token_tiles
+from ..launcher import Plan, check_units, gemm_args, group_args, sm_count, tma_store_ok, token_tiles
 from .general import (BARRIER_BYTES, HBM_BYTES_PER_US, SM_FLOPS_PER_US, m_major_as_fits, m_major_as_map,
                       prefix_bytes, staging_bytes)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
@@ -110,6 +110,7 @@ class Wg3(Candidate):
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.a_box_rows)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, weights, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
+        check_units(tiles, f"M = {p.m}, N = {p.n}")
         tail = ()
         if self.as_map_arg:
             tail = (("desc", m_major_as_map(p, self.block_m) if slots else tma.ZERO_DESCRIPTOR),)

@@ -161,6 +161,20 @@ def check_grid(units: int, what: str) -> None:
         raise ValueError(f"{what} needs {units} work units, over the limit {MAX_GRID}")
 
 
+# The persistent kernels' tile scheduler decodes unit indices by float reciprocals, exact below
+# 2**21 (kernels_cu/scheduler.cuh kExactDivLimit): 2**21 tiles of even the narrowest tile (64 x 8)
+# are an output of 2**30 elements.
+MAX_SCHEDULED_UNITS = 2**21 - 1
+
+
+def check_units(units: int, what: str) -> None:
+    """Refuse a plan of the tile-scheduled kernels (general, swap-AB, wg3, tall) over more work
+    units than the scheduler decodes exactly (a bound for the grouped modes: their most tiles)."""
+    if units > MAX_SCHEDULED_UNITS:
+        raise ValueError(f"{what} needs {units} work units with this tile; the persistent kernels' scheduler "
+                         f"takes at most {MAX_SCHEDULED_UNITS} (force a wider tile or split the call)")
+
+
 def token_tiles(rows: int, tile: int, gp: GroupedProblem | None) -> int:
     """The most row tiles of ``tile`` rows that ``rows`` token rows can take: plain, masked (each
     group its own max_rows), or contiguous (each non-empty group may end in a partial tile)."""

@@ -17,6 +17,25 @@ namespace fp8gemm {
 
 constexpr uint32_t kTailSplit = 0;   // the ``splits`` that splits only the last wave's tiles (above)
 
+/// a / d for a runtime d >= 1, exact for a < kExactDivLimit (2^21), through the float reciprocal.
+/// NOTES: a 32-bit division by a runtime value is ~14 dependent instructions (MUFU.RCP, two
+/// conversions, five IMADs and two fix-up steps), and the consumers decode every unit's tile with
+/// up to two of them between their epilogue and the next K loop (stamps put the consumers' start
+/// a timer tick behind DeepGEMM's, bench/NOTES.md). Here: (a + 1/2) / d = (2a + 1) / 2d lies at
+/// least 1/(2d) from every integer, while rcp.approx (1 ulp) and the one rounding of the FFMA
+/// leave it within (a + 1/2) / d * 1.5 * 2^-23 of its true value, under 1/(2d) while
+/// a + 1/2 < 2^22 / 3: the truncation is the quotient. TileScheduler divides unit and tile indices
+/// only, below num_units, which the host keeps under the limit (launcher.check_units). NOTES: a
+/// fallback to the integer division for larger indices made 128-row tiles of the tall kernel spill.
+constexpr uint32_t kExactDivLimit = 1u << 21;
+__device__ __forceinline__ uint32_t div_by_runtime(uint32_t a, uint32_t d) {
+    // volatile: hoisted out of the unit loops, the reciprocals stayed live across the K loop and
+    // 128-row tiles of the tall kernel spilled; recomputed per unit they cost two instructions.
+    float r;
+    asm volatile("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(static_cast<float>(d)));
+    return static_cast<uint32_t>(__fmaf_rn(static_cast<float>(a), r, 0.5f * r));
+}
+
 struct WorkUnit {
     uint32_t tile_idx;   // linear tile index (for the split-K counters)
     uint32_t m_block;
@@ -65,24 +84,29 @@ struct TileScheduler {
             w.ws_slot = 0;
         } else {
             const uint32_t v = u - dp_tiles;
-            const uint32_t tail_tile = v / num_splits;
+            const uint32_t tail_tile = div_by_runtime(v, num_splits);
             w.tile_idx = dp_tiles + tail_tile;
             w.split_idx = v - tail_tile * num_splits;
             w.num_splits = num_splits;
             w.ws_slot = tail_tile * num_splits;      // uniform splits: tile_idx * num_splits
         }
         // Grouped rasterization of the tile index: kGroupM m-blocks per group (fewer in the last).
+        // The first group (every tile while num_m_blocks <= kGroupM) and groups of one m-block
+        // need no division.
         const uint32_t tiles_per_group = kGroupM * num_n_blocks;
-        const uint32_t group = w.tile_idx / tiles_per_group;
+        const uint32_t group = w.tile_idx < tiles_per_group ? 0u : div_by_runtime(w.tile_idx, tiles_per_group);
         const uint32_t first_m_block = group * kGroupM;
         const uint32_t idx_in_group = w.tile_idx - group * tiles_per_group;
-        if (num_m_blocks - first_m_block >= kGroupM) {       // a full group: a constant divisor
+        const uint32_t group_m = num_m_blocks - first_m_block;
+        if (group_m >= kGroupM) {                            // a full group: a constant divisor
             w.m_block = first_m_block + idx_in_group % kGroupM;
             w.n_block = idx_in_group / kGroupM;
+        } else if (group_m == 1) {
+            w.m_block = first_m_block;
+            w.n_block = idx_in_group;
         } else {
-            const uint32_t group_m = num_m_blocks - first_m_block;
-            w.m_block = first_m_block + idx_in_group % group_m;
-            w.n_block = idx_in_group / group_m;
+            w.n_block = div_by_runtime(idx_in_group, group_m);
+            w.m_block = first_m_block + idx_in_group - w.n_block * group_m;
         }
         const uint32_t kb_per = w.num_splits == 1 ? num_k_blocks : kb_per_split;
         w.kb_begin = min(w.split_idx * kb_per, num_k_blocks);

@@ -2,6 +2,7 @@
 fits shared memory; the table lookup takes the nearest M; forcing an unknown variant fails."""
 import json
 
+import numpy as np
 import pytest
 
 from generators import trace_shapes
@@ -487,6 +488,31 @@ def test_moe_fuses_by_default_where_it_measured_faster():
     assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(2048)
     assert "L1 + SwiGLU (fused)" not in fp8gemm.explain_moe(512, fused=False)
     assert "L1 + SwiGLU (fused)" in fp8gemm.explain_moe(2048, fused=True)
+
+
+def test_scheduler_float_division_is_exact_below_its_limit():
+    """scheduler.cuh's div_by_runtime: trunc(fma(a, rcp(d), rcp(d) / 2)) in float32 equals a / d
+    for every a below kExactDivLimit, with rcp.approx 1 ulp off either way (its PTX bound); plans
+    over more units are refused."""
+    import re
+    from pathlib import Path
+    src = (Path(__file__).resolve().parents[1] / "kernels_cu" / "scheduler.cuh").read_text()
+    limit = 1 << int(re.search(r"kExactDivLimit = 1u << (\d+);", src).group(1))
+    a = np.arange(limit, dtype=np.float64)
+    for d in list(range(1, 40)) + [127, 131, 1000, 8191, 65521, limit - 1]:
+        r0 = np.float32(1.0) / np.float32(d)
+        for r in (np.nextafter(r0, np.float32(0)), r0, np.nextafter(r0, np.float32(1))):
+            r = np.float64(r)
+            # a * r + r / 2 is exact in float64 (a < 2^21, r of 24 bits): one rounding to float32, as the FFMA
+            q = np.trunc((a * r + 0.5 * r).astype(np.float32).astype(np.float64))
+            wrong = np.flatnonzero(q != np.floor(a / d))
+            assert wrong.size == 0, f"d={d} a={int(wrong[0])}"
+    # the host keeps every plan of the scheduled kernels under that limit
+    from fp8gemm import launcher
+    assert launcher.MAX_SCHEDULED_UNITS == limit - 1
+    launcher.check_units(limit - 1, "M = 1, N = 1")
+    with pytest.raises(ValueError, match=r"M = 8, N = 9 needs 2097152 work units .* at most 2097151"):
+        launcher.check_units(limit, "M = 8, N = 9")
 
 
 def test_tail_split_rules():
