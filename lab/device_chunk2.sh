@@ -14,19 +14,7 @@ for t in off on; do
     --iters ${ITERS:-9} --warm-workers 12 --csv "$OUT/b_$t.csv" > "$OUT/b_$t.log" 2>&1
   echo "$t rc=$?"; grep -m3 -iE "error|assert|mismatch" "$OUT/b_$t.log"
 done
-python3 - "$OUT" <<'PY'
-import csv, math, sys
-out = sys.argv[1]
-runs = {t: {(r["M"], r["N"], r["K"]): r for r in csv.DictReader(open(f"{out}/b_{t}.csv"))} for t in ("off", "on")}
-print(f"{'M':>5} {'N':>5} {'K':>5}{'DG us':>8}{'off':>8}{'on':>8}{'on/off':>8}   (time / DeepGEMM's, same process)")
-lr = []
-for key, r in runs["on"].items():
-    o = runs["off"].get(key)
-    qon = float(r["ours_us"]) / float(r["deepgemm_us"]); qoff = float(o["ours_us"]) / float(o["deepgemm_us"])
-    lr.append(math.log(qon / qoff))
-    print(f"{key[0]:>5} {key[1]:>5} {key[2]:>5}{float(r['deepgemm_us']):8.2f}{qoff:8.3f}{qon:8.3f}{qon / qoff:8.3f}")
-print(f"geomean on/off {math.exp(sum(lr) / len(lr)):.3f}")
-PY
+python3 lab/ab_pair.py "$OUT/b_off.csv" "$OUT/b_on.csv" off on
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 NCU_PY=$(ls -d /usr/local/cuda/nsight-compute-*/extras/python 2>/dev/null | head -1)
 CALLS=2 timeout 120 "$NCU" --section SpeedOfLight --section WarpStateStats --section SchedulerStats \

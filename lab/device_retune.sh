@@ -23,22 +23,5 @@ for t in old new; do
     --peers deepgemm --iters 15 --warm-workers 12 --csv "$OUT/b_$t.csv" > "$OUT/b_$t.log" 2>&1
   echo "$t rc=$?"; grep -m3 -iE "error|assert|mismatch" "$OUT/b_$t.log"
 done
-python3 - "$OUT" <<'PY'
-import csv, math, sys
-out = sys.argv[1]
-runs = {t: {(r["M"], r["N"], r["K"]): r for r in csv.DictReader(open(f"{out}/b_{t}.csv"))} for t in ("old", "new")}
-print(f"{'M':>5} {'N':>5} {'K':>5}{'DG us':>8}{'old':>8}{'new':>8}{'new/old':>8}  variant (time / DeepGEMM's, same process)")
-lr, lo, ln = [], [], []
-for key, r in runs["new"].items():
-    o = runs["old"].get(key)
-    if o is None or not r["deepgemm_us"] or not o["deepgemm_us"]:
-        continue
-    qn = float(r["ours_us"]) / float(r["deepgemm_us"]); qo = float(o["ours_us"]) / float(o["deepgemm_us"])
-    lr.append(math.log(qn / qo)); lo.append(math.log(qo)); ln.append(math.log(qn))
-    if abs(qn / qo - 1) > 0.02:
-        print(f"{key[0]:>5} {key[1]:>5} {key[2]:>5}{float(r['deepgemm_us']):8.2f}{qo:8.3f}{qn:8.3f}{qn / qo:8.3f}  {r['variant']}")
-g = lambda v: math.exp(sum(v) / len(v))
-print(f"{len(lr)} shapes (rows above: changed by more than 2%): geomean new/old {g(lr):.3f}; "
-      f"time / DeepGEMM old {g(lo):.3f}, new {g(ln):.3f}")
-PY
+python3 lab/ab_pair.py "$OUT/b_old.csv" "$OUT/b_new.csv" old new
 python3 -m fp8gemm.bench.provenance | grep -E "source_hash"
