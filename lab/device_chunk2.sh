@@ -9,12 +9,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; tail -1 "$OUT/deepgemm_build.log"
 timeout 100 python3 -m pytest -q tests/test_matmul_general.py -k "chunked" -p no:cacheprovider > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; tail -1 "$OUT/tests.log"
-for t in off on; do
-  CHUNK=$t timeout ${EACH_S:-100} python3 lab/bench_chunk.py --shapes lab/shapes_chunk2.csv --peers deepgemm \
-    --iters ${ITERS:-9} --warm-workers 12 --csv "$OUT/b_$t.csv" > "$OUT/b_$t.log" 2>&1
-  echo "$t rc=$?"; grep -m3 -iE "error|assert|mismatch" "$OUT/b_$t.log"
-done
-python3 lab/ab_pair.py "$OUT/b_off.csv" "$OUT/b_on.csv" off on
+. lab/ab_knob.sh; ab_knob CHUNK lab/shapes_chunk2.csv ${ITERS:-9}
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 NCU_PY=$(ls -d /usr/local/cuda/nsight-compute-*/extras/python 2>/dev/null | head -1)
 CALLS=2 timeout 120 "$NCU" --section SpeedOfLight --section WarpStateStats --section SchedulerStats \

@@ -11,10 +11,5 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 timeout ${TEST_S:-260} python3 -m pytest -q -x tests/test_matmul_general.py tests/test_dispatch.py \
   tests/test_launcher_params.py -p no:cacheprovider > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; tail -2 "$OUT/tests.log"
-for t in off on; do
-  NARROW=$t timeout ${EACH_S:-90} python3 lab/bench_chunk.py --shapes lab/shapes_narrow.csv --peers deepgemm \
-    --iters ${ITERS:-15} --warm-workers 12 --csv "$OUT/b_$t.csv" > "$OUT/b_$t.log" 2>&1
-  echo "$t rc=$?"; grep -m3 -iE "error|assert|mismatch" "$OUT/b_$t.log"
-done
-python3 lab/ab_pair.py "$OUT/b_off.csv" "$OUT/b_on.csv" off on
+. lab/ab_knob.sh; ab_knob NARROW lab/shapes_narrow.csv ${ITERS:-15}
 python3 -m fp8gemm.bench.provenance | grep -E "source_hash"
