@@ -26,11 +26,16 @@ from . import report
 from .moe import MODELS as MOE_MODELS, ROUTINGS as MOE_ROUTINGS, TOKENS as MOE_TOKENS
 from .peers import PEERS, _first_line, available
 from .provenance import provenance
+from .timing import GRAPH_REPS
 
 QUICK_M = (1, 32, 128, 512, 4096)
 QUICK_NK = ((512, 4096), (1536, 4096), (4096, 1024), (8192, 256))
 PEER_TOL = 4e-3          # a peer output further than this from the reference is "wrong"
 OURS_TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
+CUPTI_METHOD = ("CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before each call, sum of all "
+                "device activities per call")
+GRAPH_METHOD = (f"CUDA-graph replay: [flush, call] x {GRAPH_REPS} minus [flush] x {GRAPH_REPS}, per replay, "
+                "L2 flushed by a 256 MiB read kernel before each call (kernels and the gaps between graph nodes)")
 
 
 def _int_list(text: str):
@@ -70,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peers", type=_peer_list, default=list(PEERS),
                    help=f"comma-separated peers to include (default: {','.join(PEERS)}; 'none' for none)")
     p.add_argument("--iters", type=int, default=20, help="timed calls per kernel (median; >= 5)")
+    p.add_argument("--timer", default="cupti", choices=("cupti", "graph"),
+                   help="cupti: each call's kernel durations (default); graph: CUDA-graph replay of "
+                        "[flush, call] x 10 minus the flushes alone (kernels and launch gaps; see timing.py)")
     p.add_argument("--csv", type=Path, help="write one row per shape here")
     p.add_argument("--json", type=Path, help="metadata + summary (default: the CSV path with .json)")
     p.add_argument("--plot", type=Path, help="write a PNG of speedup vs M per (N, K) (needs matplotlib)")
@@ -342,7 +350,9 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     from fp8gemm.testing import as_float64, random_case
 
     from .peers import PREPARE, Inputs, collect_calls
-    from .timing import time_calls
+    from .timing import time_calls, time_calls_graph
+
+    timer = time_calls_graph if getattr(args, "timer", "cupti") == "graph" else time_calls
 
     row = report.Row(m, n, k, args.out_dtype)
     case = random_case(m, n, k, seed=args.seed + m * 131 + n * 7 + k)
@@ -386,11 +396,11 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
         fn()
     torch.cuda.synchronize()
     try:
-        times = time_calls(fns, flush, args.iters)
+        times = timer(fns, flush, args.iters)
     except Exception as exc:          # a peer that checked out but fails under the profiler
         notes.append(f"timing with the peers failed ({type(exc).__name__} {_first_line(exc)}): ours timed alone")
         fns, peer_choice = {"ours": ours}, {}
-        times = time_calls(fns, flush, args.iters)
+        times = timer(fns, flush, args.iters)
     row.ours_us = times["ours"]
     for peer in peers:
         labels = peer_choice.get(peer)
@@ -426,6 +436,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.iters < 5:
         raise SystemExit("fp8gemm-bench: --iters must be at least 5")
+    if args.moe and args.timer != "cupti":
+        raise SystemExit("fp8gemm-bench: --timer graph is wired for the GEMM trace only; --moe times by CUPTI")
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
     shapes = resolve_shapes(args)
@@ -478,13 +490,13 @@ def main(argv=None) -> int:
     print(f"  host: fast path {floor['fast_path_us']:.1f} us per eager call at M=64 N=K=4096, of which "
           f"{floor['floor_us']:.1f} us is the output allocation + launch alone")
     print(f"\n{len(rows)} shapes in {time.time() - t0:.0f} s; timing: L2-cold (256 MiB read flush), "
-          f"CUPTI device time, median of {args.iters}")
+          + (f"CUDA-graph replay ([flush, call] x {GRAPH_REPS} minus the flushes), median of {args.iters} replays"
+             if args.timer == "graph" else f"CUPTI device time, median of {args.iters}"))
     print(f"each contender is called in its own preferred layout, made outside the timing (fp8gemm: {args.a_scale} "
           "A scales; DeepGEMM: MN-major A scales; cuBLASLt: M-major A scales, B scales padded to 4 K blocks)")
     meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
-            "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
-                                 "each call, sum of all device activities per call", "iters": args.iters,
+            "timing": {"method": GRAPH_METHOD if args.timer == "graph" else CUPTI_METHOD, "iters": args.iters,
                        "statistic": "median"},
             "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype, "host_floor": floor,
             "a_scale_layout": args.a_scale, **provenance(), "environment": environment()}
@@ -552,9 +564,7 @@ def run_moe(args, argv) -> int:
         moe.write_csv(rows, args.csv)
         meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
-                "timing": {"method": "CUPTI via torch.profiler, L2 flushed by a 256 MiB read kernel before "
-                                     "each call, sum of all device activities per call", "iters": args.iters,
-                           "statistic": "median"},
+                "timing": {"method": CUPTI_METHOD, "iters": args.iters, "statistic": "median"},
                 "ceilings": ceilings, "summary": summary, **provenance(), "environment": environment()}
         if warm_report:
             meta["peer_warm"] = warm_report

@@ -10,7 +10,9 @@ so one expert takes most tokens and many get none), it times in the same run:
 * ``chain_us``: `fp8gemm.moe(..., fused=False)`, the unfused chain: routing, grouped L1 in FP32,
   SwiGLU + FP8 requantization kernel, grouped L2, combine;
 * ``fused_us``: `fp8gemm.moe(..., fused=True)`, SwiGLU + requantization in L1's epilogue, and
-  ``fused_gain`` = chain / fused (the three outputs are compared bit for bit);
+  ``fused_gain`` = chain / fused (the default layer must be reproducible bit for bit and equal
+  one of the two; fused and unfused agree bit for bit unless the chain's L1 splits K, and within
+  the layer bound of each other where it does: ``notes`` counts the outputs that differ);
 * ``gemms_us``: the two grouped GEMMs of the chain alone on the same routed row counts (L1 in FP32
   promoted per 128-K block, as the chain runs it), so ``glue_us`` = chain - GEMMs is what the glue
   and the FP32 intermediate cost;
@@ -177,6 +179,31 @@ def check_layer(x, xs, ids, w, w1, s1, w2, s2, got) -> float:
                              cupy.asnumpy(s1[take]), cupy.asnumpy(w2[take]).view(f8),
                              cupy.asnumpy(s2[take]), x_scale=cupy.asnumpy(xs))
     return reference.rel_fro_error(cupy.asnumpy(as_float64(got)), want)
+
+
+def compare_layers(out, again, fused, chain) -> list:
+    """Notes on the default layer's output (twice), the fused and the unfused layer's (bf16, CuPy
+    or NumPy): the default must repeat bit for bit and equal one of the two paths (it runs one of
+    them); the fused L1 and the chain's L1 compute the same FP32 values unless the chain's L1
+    splits K (its partial sums then add in another order), so the two may differ in a few last
+    bits there, never by more than the layer bound."""
+    def bits(a):
+        return a.view("uint16")
+
+    def value(a):
+        return (bits(a).astype("uint32") << 16).view("float32").astype("float64")
+    notes = []
+    if not bool((bits(out) == bits(again)).all()):
+        notes.append("the default layer is not reproducible run to run (WRONG)")
+    if not any(bool((bits(out) == bits(other)).all()) for other in (fused, chain)):
+        notes.append("the default layer equals neither the fused nor the unfused layer (WRONG)")
+    differ = int((bits(fused) != bits(chain)).sum())
+    if differ:
+        f, c = value(fused), value(chain)
+        gap = float(((f - c) ** 2).sum()) ** 0.5 / max(float((c * c).sum()) ** 0.5, 1e-300)
+        verdict = " (WRONG)" if not gap <= LAYER_TOL else " (FP32 sums in another order where the chain splits K)"
+        notes.append(f"fused and unfused differ in {differ} of {fused.size} outputs, relative {gap:.1e}{verdict}")
+    return notes
 
 
 def cases(tokens, experts: int, routings, seed: int):
@@ -389,12 +416,12 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         notes_masked = [] if masked else \
             [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
         out = layer()
-        same = all(bool((out.view(cupy.uint16) == f().view(cupy.uint16)).all()) for f in (fused, chain))
+        layer_notes = compare_layers(out, layer(), fused(), chain())
         gemms()
         for fn in gemm.values():
             fn()
         cupy.cuda.Device().synchronize()
-        notes = notes_masked + ([] if same else ["the default, fused and unfused layers DIFFER (WRONG)"])
+        notes = notes_masked + layer_notes
         if t <= CHECK_TOKENS:
             row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
             if not row.rel_err <= LAYER_TOL:

@@ -14,6 +14,13 @@ blocks of 20, a compute-bound kernel timed right after another heavy one ran 12-
 the same kernel timed first (bench/NOTES.md). Taking turns gives every contender the same history.
 
 Without torch, a fallback times each call with CUDA events after the flush on the same stream.
+
+A second timer (``fp8gemm-bench --timer graph``, time_calls_graph) replays CUDA graphs: what a
+call costs inside a captured graph, its kernels plus the gaps the GPU leaves between graph nodes.
+CUPTI's kernel durations leave out whatever a kernel costs outside its own start and end (its
+launch, the grid's retirement); the two timers rank short kernels differently where those costs
+differ between contenders (bench/NOTES.md: at N = 512, K = 1024 DeepGEMM's graph time is 0.7-1.1
+us above its CUPTI time, ours 0.25-0.5 us).
 """
 from __future__ import annotations
 
@@ -143,3 +150,49 @@ def _time_calls_events(fns: dict, flush: L2Flush, iters: int) -> dict:
         end.synchronize()
         per.setdefault(name, []).append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
     return {name: statistics.median(v) for name, v in per.items()}
+
+
+GRAPH_REPS = 10
+_FLUSH_ONLY = object()
+
+
+def time_calls_graph(fns: dict, flush: L2Flush, iters: int = 20, reps: int = GRAPH_REPS) -> dict:
+    """{name: median microseconds per call} by CUDA-graph replay. Each callable is captured as
+    ``reps`` x [flush, call] and the flush alone as ``reps`` x [flush]; the graphs replay in turns,
+    ``iters`` rounds, each replay between two CUDA events; per call = (median of its replays -
+    median of the flush graph's) / reps. Needs torch; every callable must be capturable (launch
+    on torch's current stream, no host sync)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):      # warm on the capture stream: allocations, plan caches
+        for fn in fns.values():
+            fn()
+        flush(stream.cuda_stream)
+    torch.cuda.synchronize()
+
+    def capture(fn):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for _ in range(reps):
+                flush(stream.cuda_stream)
+                if fn is not _FLUSH_ONLY:
+                    fn()
+        return g
+    graphs = {name: capture(fn) for name, fn in fns.items()}
+    graphs[_FLUSH_ONLY] = capture(_FLUSH_ONLY)
+    marks = []
+    for name in turns(list(graphs), iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graphs[name].replay()
+        end.record()
+        marks.append((name, start, end))
+    torch.cuda.synchronize()
+    per = {}
+    for name, start, end in marks:
+        per.setdefault(name, []).append(start.elapsed_time(end) * 1000.0)
+    base = statistics.median(per.pop(_FLUSH_ONLY))
+    del graphs
+    return {name: (statistics.median(v) - base) / reps for name, v in per.items()}

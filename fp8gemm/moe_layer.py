@@ -26,7 +26,9 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
 
 Fused: steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
 epilogue computes step 3 from the same FP32 values, so it writes the same FP8 act and scales (the
-output is identical bit for bit) while h [P, 2I] never reaches memory. By default (``fused=None``)
+output is identical bit for bit, except where the chain's L1 splits K: its partial sums then add
+in another order, and a few outputs may differ by one bf16 step) while h [P, 2I] never reaches
+memory. By default (``fused=None``)
 the layer fuses where the host's rows estimate lies in dispatch/grouped.py's FUSED_ROWS, where it
 measured faster than the chain on the H200 (its 128-row tiles against the chain's swap-AB ones);
 ``fused=True`` / ``False`` force one path.
@@ -106,8 +108,9 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     w2, w2_scale [E, H, I] FP8 with [E, ceil(H/128), I/128].
     limit        the SwiGLU clamp (gate <= limit, |up| <= limit); None: no clamp.
     fused        True: SwiGLU and the requantization in L1's epilogue (no [P, 2I] intermediate; the
-                 same result bit for bit); False: the chain; None: whichever measured faster at
-                 this size (see above; fp8gemm.explain_moe says which).
+                 same FP32 values, bit for bit the chain unless its L1 splits K); False: the chain;
+                 None: whichever measured faster at this size (see above; fp8gemm.explain_moe
+                 says which).
     out          optional [T, H] bf16, contiguous, 16-byte aligned: written and returned (every row).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """

@@ -64,7 +64,11 @@ def main(models):
             fused = fp8gemm.moe(*args, x_scale=xs, fused=True)
             chain = fp8gemm.moe(*args, x_scale=xs, fused=False)
             differ = int((fused.view(cupy.uint16) != chain.view(cupy.uint16)).sum())
-            print(f"{'':10}{name:6} {routing:8} {t:5} {label:26} {split:5} {differ:8} {fused.size}")
+            errs = ""
+            if differ and t <= 512:
+                errs = "  rel err fused %.2e chain %.2e" % tuple(
+                    bm.check_layer(x, xs, ids, wts, w1, s1, w2, s2, y) for y in (fused, chain))
+            print(f"{'':10}{name:6} {routing:8} {t:5} {label:26} {split:5} {differ:8} {fused.size}{errs}")
         del w1, w2, s1, s2
         cupy.get_default_memory_pool().free_all_blocks()
 

@@ -5,11 +5,19 @@ sm90_fp8_gemm_1d2d.cuh in its installed package, restored at exit; DEEPGEMM's JI
 a fresh folder so that it compiles the stamped copy). Stamps, per CTA, of its first work unit:
   0 kernel entry   1 after the CTA's barrier init and sync   2 the math warps' first unit begins
   3 its K loop ends (last promotion done)   4 its epilogue has issued its stores
-  5 the math path ends (ours: after the last TMA store's read wait).
+  5 the math path ends (ours: after the last TMA store's read wait)
+  6 the producer thread begins its loads (after the CTA sync)   7 the producer has issued its last load.
 Per shape and contender: the medians over ROUNDS launches (L2 flushed before each) of the grid's
-span (last 4 - first 0), the launch skew (last 0 - first 0), and per CTA the medians of 1-0, 2-1,
-3-2, 4-3; beside them the CUPTI time of the same (stamped) kernels, in turns.
-Usage: [NOSTORE=1] python lab/stamps.py OUT.json   (SHAPES="M,N,K[,block_m,block_n,stages];..." overrides)"""
+span (last 4 - first 0), the launch skew (last 0 - first 0), its end (last stamp of any kind -
+first 0), the last producer's end after the last stores (p7-4), and per CTA the medians of 1-0,
+2-1, 3-2, 4-3, 5-4, 6-1 and 7-6; beside them the CUPTI time of the same (stamped) kernels, in turns.
+Markers: before each launch a one-thread kernel spins SPIN_US (so that the host's launches queue up
+behind it), one more writes %globaltimer as it starts (m1), then the contender, then another
+marker (m2): "pre" = first stamp 0 - m1 (the marker's end, the launch and the CTAs' start), "post"
+= m2 - last stamp (the grid's retirement, the marker's start); the same markers for every
+contender, so their difference between contenders places the part of the CUPTI time that lies
+outside the stamps. CARVEOUT=percent: our kernels' preferred shared-memory carve-out.
+Usage: [NOSTORE=1] [CARVEOUT=100] python lab/stamps.py OUT.json   (SHAPES="M,N,K[,block_m,block_n,stages];..." overrides)"""
 import glob
 import json
 import os
@@ -21,9 +29,10 @@ import torch
 
 SLOTS = 8                        # stamps per CTA in the buffer
 MAX_CTAS = 4096
-STAMP = ("#define LAB_STAMP(i) do {{ if (threadIdx.x == {thread}) {{ unsigned long long g_; "
+STAMP = ("#define LAB_STAMP_ANY(i) do {{ unsigned long long g_; "
          "asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(g_)); "
-         "reinterpret_cast<unsigned long long*>({addr:#x}ULL)[blockIdx.x * {slots} + (i)] = g_; }} }} while (0)\n")
+         "reinterpret_cast<unsigned long long*>({addr:#x}ULL)[blockIdx.x * {slots} + (i)] = g_; }} while (0)\n"
+         "#define LAB_STAMP(i) do {{ if (threadIdx.x == {thread}) LAB_STAMP_ANY(i); }} while (0)\n")
 
 # (anchor, text inserted after it, count) for our general kernel
 OURS = [
@@ -40,6 +49,14 @@ OURS = [
     ("            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();\n        }\n",
      "        LAB_STAMP(5);\n", 1),
 ]
+# the producer thread (its one thread runs these lines; in the copy-slots form its lane 0)
+OURS += [
+    ("        UnitLoads l = producer_first;\n",
+     "        if (threadIdx.x % 32 == 0) LAB_STAMP_ANY(6);\n", 1),
+    ("        produce_units<kNumStages, kSubTiles, kSwiGLU, kScaleTma>(tiles, producer_sched, l, smem, tmap_a, tmap_b,\n"
+     "                                                                 tmap_sa, tmap_sb, scale_slots, copy);\n",
+     "        if (threadIdx.x % 32 == 0) LAB_STAMP_ANY(7);\n", 1),
+]
 # DeepGEMM's SM90 1D2D kernel (math threads first: thread 0 is math warpgroup 0's)
 DG = [
     ("#if (defined(__CUDA_ARCH__) and (__CUDA_ARCH__ >= 900)) or defined(__CLION_IDE__)\n    // Scaling checks\n",
@@ -53,6 +70,10 @@ DG = [
      "            if (lab_unit++ == 0) LAB_STAMP(4);\n", 1),
     ("            __syncwarp();\n            if (lab_unit++ == 0) LAB_STAMP(4);\n        }\n",
      "        LAB_STAMP(5);\n", 1),
+    ("        if (warp_idx == kNumMathThreads / 32 + 2 and cute::elect_one_sync()) {\n",
+     "            LAB_STAMP_ANY(6);\n", 1),
+    ("            // To safely deconstruct distributed shared barriers, we need another round of empty waits\n",
+     "            LAB_STAMP_ANY(7);\n", 1),
 ]
 
 
@@ -81,23 +102,72 @@ def shapes():
             (256, 1536, 1024, 64, 64, 8), (64, 8192, 1024, 64, 64, 8), (128, 4096, 4096, 64, 64, 8)]
 
 
+MARK = r"""
+extern "C" __global__ void lab_mark(unsigned long long* out, unsigned long long spin_ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    if (spin_ns) {
+        do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < spin_ns);
+    }
+    out[0] = t0;
+}
+"""
+
+KEYS = ("pre", "post", "span", "skew", "end", "p7-4", "1-0", "2-1", "3-2", "4-3", "5-4", "6-1", "7-6")
+
+
 def summarize(rounds):
-    """rounds: [ctas, SLOTS] int64 tensors (0 = not written) -> medians in microseconds."""
+    """rounds: ([ctas, SLOTS] int64 tensor (0 = not written), m1, m2) -> medians in microseconds."""
     import statistics
-    keys = ("span", "skew", "1-0", "2-1", "3-2", "4-3", "5-4")
+    keys = KEYS
     per = {k: [] for k in keys}
-    for t in rounds:
+    for t, m1, m2 in rounds:
         t = t[t[:, 0] > 0].double()
         if len(t) == 0:
             continue
+        per["pre"].append(t[:, 0].min().item() - m1)
+        per["post"].append(m2 - t.max().item())
         per["span"].append((t[:, 4].max() - t[:, 0].min()).item())
         per["skew"].append((t[:, 0].max() - t[:, 0].min()).item())
-        for k in keys[2:]:
+        per["end"].append((t.max() - t[:, 0].min()).item())
+        if (t[:, 7] > 0).any():
+            per["p7-4"].append((t[:, 7].max() - t[:, 4].max()).item())
+        for k in keys[6:]:
             j, i = (int(x) for x in k.split("-"))
             ok = (t[:, i] > 0) & (t[:, j] > 0)
             if ok.any():
                 per[k].append((t[ok, j] - t[ok, i]).median().item())
     return {k: round(statistics.median(v) / 1e3, 3) if v else None for k, v in per.items()}
+
+
+def cupti_marked(fns, flush, marked, iters):
+    """{label: median CUPTI time of the contender's own kernels} with each call run as the stamps
+    ran it (flush, spin, marker, call, marker) instead of right after the flush, in turns."""
+    import statistics
+
+    from fp8gemm.bench.timing import FLUSH_KERNEL, _device_activities, turns
+    from torch.profiler import ProfilerActivity, profile
+    order = turns(list(fns), iters)
+    stream = torch.cuda.current_stream().cuda_stream
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for name in order:
+            flush(stream)
+            marked(fns[name])
+        torch.cuda.synchronize()
+    calls, current = [], None
+    for _start, dur_ns, name in _device_activities(prof):
+        if FLUSH_KERNEL in name:
+            if current is not None:
+                calls.append(current)
+            current = 0.0
+        elif current is not None and "lab_mark" not in name:
+            current += dur_ns / 1000.0
+    calls.append(current)
+    assert len(calls) == len(order), (len(calls), len(order))
+    per = {}
+    for name, t in zip(order, calls):
+        per.setdefault(name, []).append(t)
+    return {name: statistics.median(v) for name, v in per.items()}
 
 
 def main(out):
@@ -122,6 +192,28 @@ def main(out):
         open(dg_file, "w").write(patch(dg_orig, DG, STAMP.format(thread=0, addr=buf.data_ptr(), slots=SLOTS)))
     except ImportError:
         deep_gemm = None
+    if os.environ.get("CARVEOUT"):
+        build = compiler._build
+
+        def build_carveout(*args, **kw):
+            kern = build(*args, **kw)
+            kern.preferred_shared_memory_carveout = int(os.environ["CARVEOUT"])
+            return kern
+        compiler._build = build_carveout
+    import cupy
+    import numpy as np
+    mark = cupy.RawKernel(MARK, "lab_mark")
+    marks = torch.zeros(3, dtype=torch.int64, device="cuda")
+    spin_ns = np.uint64(float(os.environ.get("SPIN_US", "300")) * 1000)
+
+    def marked(f):
+        stream = torch.cuda.current_stream().cuda_stream
+        with cupy.cuda.ExternalStream(stream):
+            mark((1,), (1,), (marks.data_ptr() + 16, spin_ns))
+            mark((1,), (1,), (marks.data_ptr(), np.uint64(0)))
+        f()
+        with cupy.cuda.ExternalStream(stream):
+            mark((1,), (1,), (marks.data_ptr() + 8, np.uint64(0)))
     flush = L2Flush()
     rounds_n = int(os.environ.get("ROUNDS", "30"))
     results = {}
@@ -145,21 +237,24 @@ def main(out):
                 for _ in range(rounds_n):
                     buf.zero_()
                     flush(torch.cuda.current_stream().cuda_stream)
-                    f()
+                    marked(f)
                     torch.cuda.synchronize()
-                    rounds.append(buf.view(MAX_CTAS, SLOTS).cpu())
+                    mk = marks.cpu()
+                    rounds.append((buf.view(MAX_CTAS, SLOTS).cpu(), int(mk[0]), int(mk[1])))
                 label = f"{m}x{n}x{k} {who}" + (f" {bm}x{bn} s{st}" if who == "ours" else "")
                 results[label] = summarize(rounds)
                 fns[label] = f
         us = time_calls(fns, flush, int(os.environ.get("ITERS", "15")))
+        us_marked = cupti_marked(fns, flush, marked, int(os.environ.get("ITERS", "15")))
     finally:
         if dg_file is not None:
             open(dg_file, "w").write(dg_orig)
-    keys = ("span", "skew", "1-0", "2-1", "3-2", "4-3", "5-4")
-    print(f"{'contender':44}{'CUPTI':>8}" + "".join(f"{k:>8}" for k in keys) + "   (us; medians)")
+    keys = KEYS
+    print(f"{'contender':44}{'CUPTI':>8}{'marked':>8}" + "".join(f"{k:>8}" for k in keys) + "   (us; medians)")
     for label, r in results.items():
         r["cupti_us"] = round(us[label], 3)
-        print(f"{label:44}{us[label]:8.2f}" + "".join(f"{r[k]:8.2f}" if r[k] is not None else f"{'-':>8}" for k in keys))
+        r["cupti_marked_us"] = round(us_marked[label], 3)
+        print(f"{label:44}{us[label]:8.2f}{us_marked[label]:8.2f}" + "".join(f"{r[k]:8.2f}" if r[k] is not None else f"{'-':>8}" for k in keys))
     with open(out, "w") as fh:
         json.dump(results, fh, indent=1)
 

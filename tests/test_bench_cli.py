@@ -41,6 +41,15 @@ def test_bad_arguments_exit():
     assert parse("--peers", "triton,cublaslt").peers == ["triton", "cublaslt"]
 
 
+def test_timer_choice():
+    assert parse().timer == "cupti" and parse("--timer", "graph").timer == "graph"
+    with pytest.raises(SystemExit):
+        parse("--timer", "events")
+    with pytest.raises(SystemExit, match="GEMM trace only"):
+        cli.main(["--moe", "--timer", "graph"])
+    assert "graph replay" in cli.GRAPH_METHOD and str(cli.GRAPH_REPS) in cli.GRAPH_METHOD
+
+
 def test_shapes_file(tmp_path):
     f = tmp_path / "s.csv"
     f.write_text("M,N,K\n3,576,192\n3,576,192\n9,7168,2048\n")

@@ -124,6 +124,24 @@ def test_moe_warm_jobs_are_the_calls_the_run_makes():
     assert moe.expected_m(6, 256) == 1 and moe.expected_m(49152, 256) == 192
 
 
+def test_moe_layer_comparison_notes():
+    """The bench's check of the default, fused and unfused layers: a last-bit difference between
+    fused and unfused is reported with its size, a larger one, a default that does not repeat or
+    that equals neither path is WRONG; equal outputs give no note."""
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((8, 64)).astype(ml_dtypes.bfloat16)
+    one_ulp = a.copy()
+    one_ulp.view(np.uint16)[0, :3] += 1
+    far = (a.astype(np.float32) * 1.5).astype(ml_dtypes.bfloat16)
+    assert moe.compare_layers(a, a.copy(), a, a.copy()) == []
+    notes = moe.compare_layers(a, a, a, one_ulp)
+    assert len(notes) == 1 and "differ in 3 of 512" in notes[0] and "WRONG" not in notes[0]
+    assert "WRONG" in moe.compare_layers(a, a, a, far)[0]
+    assert "not reproducible" in moe.compare_layers(a, one_ulp, a, a)[0]
+    assert "equals neither" in moe.compare_layers(far, far, a, one_ulp)[0]
+
+
 def test_moe_table_and_summary_with_deepgemm():
     rows = [moe.MoeRow("flash", "uniform", t, 6 * t, 6, 1, layer_us=10.0, fused_us=10.0, fused_gain=1.0,
                        gemms_us=9.0, glue_us=1.0, bound_us=8.0, max_gain=1.25, l1_us=4.0, l1_frac=0.9, l2_us=3.0,

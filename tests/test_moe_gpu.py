@@ -1,7 +1,8 @@
 """GPU tests of the MoE layer (fp8gemm.moe) against the float64 reference of the whole layer
 (fp8gemm.moe_reference.moe): uniform and skewed routing (empty experts, every token on the same
 experts), FP8 or bf16 input, torch, CuPy and JAX callers, CUDA graphs, dropped pairs, bitwise
-reproducibility, and the fused SwiGLU L1 against the unfused chain bit for bit.
+reproducibility, and the fused SwiGLU L1 against the unfused chain: bit for bit where the
+chain's L1 does not split K, within the bound where it does.
 
 The bound: the reference requantizes the float64 SwiGLU output to FP8; we requantize an FP32 one
 (L1 in FP32 promoted per 128-K block, precise_fp32=False: ~2e-4 relative), which lands on another
@@ -37,6 +38,19 @@ def routing(tokens, experts, top_k, skewed, seed):
         ids = np.stack([rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).reshape(tokens, top_k)
     w = rng.random((tokens, top_k)).astype(np.float32) + 0.1
     return ids.astype(np.int32), (w / w.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def on_gpu(a):
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def torch_args(xq, ids, w, q1, s1, q2, s2):
+    """fp8gemm.moe's positional arguments as torch tensors on the GPU (FP8 as float8_e4m3fn)."""
+    import torch
+    fp8 = torch.float8_e4m3fn
+    return (on_gpu(xq.view(np.uint8)).view(fp8), on_gpu(ids), on_gpu(w), on_gpu(q1.view(np.uint8)).view(fp8),
+            on_gpu(s1), on_gpu(q2.view(np.uint8)).view(fp8), on_gpu(s2))
 
 
 def rel_err(got, want):
@@ -116,19 +130,16 @@ def test_fused_swiglu_matches_unfused_bit_for_bit(tokens, top_k, skewed, inter, 
     """The fused L1 (SwiGLU and requantization in the GEMM's epilogue) computes the same FP32
     values as the unfused L1 and quantizes them with the same operations: the layer's output
     must be identical bit for bit, and (through the unfused path) within the reference bound.
-    Decode-sized and prefill-sized routings, 1-3 act groups, clamps that bite or none."""
+    Decode-sized and prefill-sized routings, 1-3 act groups, clamps that bite or none. (H = 384
+    is 3 K blocks: the chain's L1 never splits K here; the split cases are the next test.)"""
     import torch
     experts, hidden = 8, 384
     q1, s1, q2, s2 = layer(experts, hidden, inter, seed=tokens + inter)
     ids, w = routing(tokens, experts, top_k, skewed, seed=tokens)
     x = np.random.default_rng(tokens + 11).standard_normal((tokens, hidden)).astype(np.float32)
     xq, xs = reference.quantize_per_token_group(x)
-    fp8 = torch.float8_e4m3fn
-
-    def dev(a):
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-    args = (dev(xq.view(np.uint8)).view(fp8), dev(ids), dev(w), dev(q1.view(np.uint8)).view(fp8), dev(s1),
-            dev(q2.view(np.uint8)).view(fp8), dev(s2))
+    dev = on_gpu
+    args = torch_args(xq, ids, w, q1, s1, q2, s2)
     fused = fp8gemm.moe(*args, x_scale=dev(xs), limit=limit, fused=True)
     unfused = fp8gemm.moe(*args, x_scale=dev(xs), limit=limit, fused=False)
     torch.cuda.synchronize()
@@ -152,6 +163,58 @@ def test_fused_swiglu_matches_unfused_bit_for_bit(tokens, top_k, skewed, inter, 
     want2 = moe_reference.moe(xq2, ids2, w2, q1, s1, q2, s2, x_scale=xs2, limit=limit)
     assert rel_err(to_f64(fused2), want2) <= MOE_TOL
     assert bool((fused2.view(torch.int16) == unfused2.view(torch.int16)).all())
+
+
+@pytest.mark.parametrize("experts,inter,tokens,top_k", [
+    (8, 256, 4, 2),       # 8 experts x 4 weight tiles: a fixed K split of every tile
+    (16, 1024, 2, 6),     # about 12 experts x 16 tiles, ~1.45 waves: the last wave's tiles split
+], ids=str)
+def test_chain_l1_split_k_within_bound_and_unsplit_matches_fused(monkeypatch, experts, inter, tokens, top_k):
+    """Where the chain's L1 splits K (decode sizes with K >= 16 blocks), its FP32 partial sums add
+    in another order than the fused L1's, which never splits: both layers stay within the
+    reference bound and each is bitwise reproducible, but they need not agree bit for bit. With
+    the grouped K splits turned off (and the plan cache cleared on both sides), the chain is bit
+    for bit the fused layer again: the split is the only difference between the two paths."""
+    import cupy
+    import torch
+
+    from fp8gemm import plans
+    from fp8gemm.dispatch import general
+    from fp8gemm.dispatch import grouped as rules
+    from fp8gemm.grouped import rows_estimate
+    hidden = 2048
+    per, active = rows_estimate(tokens * top_k, experts)
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    chosen = rules.candidate(2 * inter, hidden, "float32", experts, per, active, sms, False)
+    assert getattr(chosen, "splits", 1) != 1, f"the case must split the chain's L1: {chosen.label()}"
+    assert general.TAIL_SPLIT != 1
+    q1, s1, q2, s2 = layer(experts, hidden, inter, seed=inter + tokens)
+    ids, w = routing(tokens, experts, top_k, False, seed=tokens + experts)
+    x = np.random.default_rng(tokens + 3).standard_normal((tokens, hidden)).astype(np.float32)
+    xq, xs = reference.quantize_per_token_group(x)
+    dev = on_gpu
+    args = torch_args(xq, ids, w, q1, s1, q2, s2)
+    xs_dev = dev(xs)
+    want = moe_reference.moe(xq, ids, w, q1, s1, q2, s2, x_scale=xs)
+    fused = fp8gemm.moe(*args, x_scale=xs_dev, fused=True)
+    split = fp8gemm.moe(*args, x_scale=xs_dev, fused=False)
+    split_again = fp8gemm.moe(*args, x_scale=xs_dev, fused=False)
+    torch.cuda.synchronize()
+    assert np.abs(want).max() > 0.1, "degenerate case"
+    assert rel_err(to_f64(fused), want) <= MOE_TOL
+    assert rel_err(to_f64(split), want) <= MOE_TOL
+    assert bool((split.view(torch.int16) == split_again.view(torch.int16)).all()), "the split chain is not reproducible"
+    plans.PLANS.clear()
+    monkeypatch.setattr(rules, "split_count", lambda *a: 1)
+    monkeypatch.setattr(rules, "tail_split_pays", lambda *a: False)
+    try:
+        unsplit = fp8gemm.moe(*args, x_scale=xs_dev, fused=False)
+        torch.cuda.synchronize()
+    finally:
+        monkeypatch.undo()
+        plans.PLANS.clear()
+    same = unsplit.view(torch.int16) == fused.view(torch.int16)
+    assert bool(same.all()), f"unsplit chain differs from fused in {int((~same).sum())} of {same.numel()} outputs"
 
 
 def test_bad_layer_input():
