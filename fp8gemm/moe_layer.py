@@ -27,10 +27,10 @@ with no host sync, in this order (kernels_cu/moe_glue.cu for the glue):
 Fused: steps 2 and 3 are one kernel (grouped.swiglu_l1, kernels_cu/swiglu_epilogue.cuh) whose
 epilogue computes step 3 from the same FP32 values, so it writes the same FP8 act and scales (the
 output is identical bit for bit, except where the chain's L1 splits K: its partial sums then add
-in another order, and a few outputs may differ by one bf16 step) while h [P, 2I] never reaches
-memory. By default (``fused=None``)
-the layer fuses where the host's rows estimate lies in dispatch/grouped.py's FUSED_ROWS, where it
-measured faster than the chain on the H200 (its 128-row tiles against the chain's swap-AB ones);
+in another order, and a few outputs may differ in their last bits) while h [P, 2I] never reaches
+memory. By default (``fused=None``) the layer fuses where the host's rows estimate lies in
+dispatch/grouped.py's FUSED_ROWS, where it measured faster than the chain on the H200 (its 128-row
+tiles against the chain's swap-AB ones);
 ``fused=True`` / ``False`` force one path.
 """
 from __future__ import annotations
