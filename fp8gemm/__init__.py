@@ -7,8 +7,13 @@ with one fp32 scale per token per 128 K values and ``b`` [N, K] is FP8 E4M3 with
 128x128 block. Kernels are CUDA C++ compiled at first use by NVRTC (through CuPy) and cached.
 """
 # kernels_cu/, dispatch/ and bench/ are the subpackages fp8gemm.kernels_cu, .dispatch and .bench
-# (pyproject's package-dir): installed, they ship inside this package; in a checkout, an editable
-# install (pip install -e .) maps them onto the top-level folders.
+# (pyproject's package-dir): installed, they ship inside this package. In a checkout they are the
+# top-level folders beside this one, and this folder is what Python imports from the repository
+# root (the current directory comes first on sys.path), installed package or not: _checkout maps
+# the three names onto those folders, as an editable install does, so that every command works there.
+from . import _checkout
+
+_checkout.map_subpackages(__name__, __path__)
 from . import reference
 from .api import matmul
 from .dispatch import explain
