@@ -29,7 +29,7 @@ def _line(exc) -> str:
 def gather() -> tuple[list, list]:
     """([(item, value)], [problem]) for this machine."""
     from . import __version__
-    from .hw import ARCH, CUPY_MISSING, MIN_DRIVER
+    from .hw import ARCH, CUPY_MISSING, MIN_DRIVER, install_command
 
     items = [("fp8gemm", f"{__version__} ({os.path.dirname(os.path.abspath(__file__))})"),
              ("python", f"{platform.python_version()} on {platform.platform()}"),
@@ -54,7 +54,8 @@ def gather() -> tuple[list, list]:
             if not driver:
                 problems.append(f"no NVIDIA driver: CuPy's CUDA {cuda_major} needs driver {need} or newer")
             elif cuda_major is not None and driver // 1000 < cuda_major:
-                other = f'install "fp8gemm[cu{driver // 1000}]"' if driver // 1000 in MIN_DRIVER else "update the driver"
+                other = (f"install CuPy for CUDA {driver // 1000}: {install_command(driver // 1000)}"
+                         if driver // 1000 in MIN_DRIVER else "update the driver")
                 problems.append(f"the driver supports CUDA {_cuda_version(driver)}, older than CuPy's CUDA "
                                 f"{cuda_major} (driver {need} or newer): {other}")
         except Exception as exc:          # noqa: BLE001
@@ -65,8 +66,9 @@ def gather() -> tuple[list, list]:
             major, minor = nvrtc.getVersion()
             items.append(("NVRTC", f"{major}.{minor}"))
             if cuda_major is not None and major != cuda_major:
+                how = f": {install_command(cuda_major)}" if cuda_major in MIN_DRIVER else ""
                 problems.append(f"NVRTC {major}.{minor} is not CuPy's CUDA {cuda_major}: install the NVRTC of "
-                                f'the same major version (the "cu{cuda_major}" extra)')
+                                f"the same major version{how}")
             import time
 
             from .compiler import nvrtc_cubin

@@ -17,10 +17,23 @@ MAX_GROUPS = 8192             # grouped GEMMs: the tile prefix (G + 1 words) sta
 
 # Driver versions (nvidia-smi's "CUDA Version") a CuPy build needs, by CUDA major version.
 MIN_DRIVER = {13: "580", 12: "550"}
-CUPY_MISSING = ("fp8gemm needs CuPy for GPU work and CuPy does not import here: install fp8gemm with the "
-                "extra of your NVIDIA driver's CUDA major version (nvidia-smi: \"CUDA Version\"): "
-                "pip install \"fp8gemm[cu13]\" (driver 580 or newer) or \"fp8gemm[cu12]\" (CUDA 12.4 or "
-                "newer, driver 550 or newer)")
+# What the cu13 / cu12 extras of pyproject.toml install, by CUDA major version (tests/test_doctor.py
+# holds the two equal). Advice names these packages: pip finds them on any index, while
+# "fp8gemm[cu13]" resolves only where fp8gemm itself is published.
+CUDA_EXTRAS = {13: ("cupy-cuda13x>=14.0,<15", "nvidia-cuda-nvrtc>=13.0,<14"),
+               12: ("cupy-cuda12x>=14.0,<15", "nvidia-cuda-nvrtc-cu12>=12.4,<13")}
+
+
+def install_command(cuda_major: int) -> str:
+    """The pip command that installs what the ``cu<major>`` extra brings."""
+    return "pip install " + " ".join(f'"{req}"' for req in CUDA_EXTRAS[cuda_major])
+
+
+CUPY_MISSING = ("fp8gemm needs CuPy for GPU work and CuPy does not import here: install CuPy and NVRTC for "
+                "your NVIDIA driver's CUDA major version (nvidia-smi: \"CUDA Version\"): "
+                f"{install_command(13)} (driver 580 or newer) or {install_command(12)} (CUDA 12.4 or "
+                "newer, driver 550 or newer); from fp8gemm's checkout, pip install \".[cu13]\" (or \".[cu12]\") "
+                "does the same")
 
 _checked_devices = set()
 

@@ -1,6 +1,9 @@
 """``python -m fp8gemm`` (fp8gemm/doctor.py) reports without a GPU and names what is missing."""
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from fp8gemm import doctor
 
@@ -25,3 +28,21 @@ def test_module_entry_point_prints_and_sets_the_status(tmp_path):
         assert all(p.split(":")[0] in res.stdout for p in problems)
     else:
         assert res.returncode == 0 and "Everything fp8gemm needs is here." in res.stdout
+
+
+def test_install_advice_names_what_pip_finds():
+    """The advice names the extras' packages (pip finds them on any index; "fp8gemm[cu13]" only
+    where fp8gemm is published), and they are what pyproject's extras install."""
+    from fp8gemm import hw
+    assert "fp8gemm[" not in hw.CUPY_MISSING
+    for major in (13, 12):
+        assert hw.install_command(major) in hw.CUPY_MISSING
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert {13: tuple(extras["cu13"]), 12: tuple(extras["cu12"])} == hw.CUDA_EXTRAS
+
+
+def test_doctor_advice_is_a_command_pip_accepts():
+    source = Path(doctor.__file__).read_text()
+    assert "fp8gemm[" not in source
