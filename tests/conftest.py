@@ -36,13 +36,24 @@ def _gpu_reason():
 GPU_SKIP_REASON = _gpu_reason()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--compile-sweep", action="store_true",
+                     help="also run the compile_sweep tests: every kernel instantiation compiled with nvcc "
+                          "(tests/test_kernels_compile.py, ~10 minutes on two cores; .ci/run passes it)")
+
+
+COMPILE_SWEEP_SKIP = ("compile sweep skipped: every kernel instantiation under nvcc runs with "
+                      "pytest --compile-sweep (as .ci/run does)")
+
+
 def pytest_collection_modifyitems(config, items):
-    if GPU_SKIP_REASON is None:
-        return
-    skip = pytest.mark.skip(reason=f"GPU test skipped: {GPU_SKIP_REASON}")
+    sweep = None if config.getoption("--compile-sweep") else pytest.mark.skip(reason=COMPILE_SWEEP_SKIP)
+    gpu = None if GPU_SKIP_REASON is None else pytest.mark.skip(reason=f"GPU test skipped: {GPU_SKIP_REASON}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if gpu is not None and "gpu" in item.keywords:
+            item.add_marker(gpu)
+        if sweep is not None and "compile_sweep" in item.keywords:
+            item.add_marker(sweep)
 
 
 def pytest_report_header(config):

@@ -1,6 +1,8 @@
 """CPU: every kernels_cu/ variant compiles for sm_90a exactly as NVRTC will see it (the flattened
 source and the dispatcher's template arguments), with no register spills; the generated wgmma
-header is current. Uses nvcc 13 (on the developer and CI machines); skips with a reason without it."""
+header is current. Uses nvcc 13 (on the developer and CI machines); skips with a reason without it.
+The exhaustive sweep (test_compiles_without_spills, every instantiation) runs with
+``pytest --compile-sweep`` (.ci/run), the rest on every run."""
 import re
 import shutil
 import subprocess
@@ -173,6 +175,7 @@ def _swiglu_instantiation():
     return grouped.SwiGLU.fallback(256).template_args()
 
 
+@pytest.mark.compile_sweep
 @needs_nvcc
 @pytest.mark.parametrize("variant,targs", _instantiations(), ids=lambda v: str(v))
 def test_compiles_without_spills(tmp_path, variant, targs):
