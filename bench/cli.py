@@ -13,14 +13,15 @@ the float64 reference first; a peer that is wrong is reported as wrong and not t
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import platform
 import subprocess
 import sys
 import time
-from importlib import resources
 from pathlib import Path
+
+from fp8gemm.shapes import read_shapes as _read_shapes
+from fp8gemm.shapes import trace_path
 
 from . import report
 from .moe import MODELS as MOE_MODELS, ROUTINGS as MOE_ROUTINGS, TOKENS as MOE_TOKENS
@@ -107,17 +108,12 @@ def _name_list(known):
     return parse
 
 
-def trace_path() -> Path:
-    return Path(str(resources.files("fp8gemm.bench") / "deepseek_v4_flash.csv"))
-
-
-def read_shapes(path: Path):
-    with open(path) as f:
-        reader = csv.DictReader(f)
-        missing = {"M", "N", "K"} - set(reader.fieldnames or ())
-        if missing:
-            raise SystemExit(f"fp8gemm-bench: {path} lacks column(s) {', '.join(sorted(missing))}")
-        return [(int(r["M"]), int(r["N"]), int(r["K"])) for r in reader]
+def read_shapes(path) -> list:
+    """fp8gemm.shapes.read_shapes, its error as the CLI's."""
+    try:
+        return _read_shapes(path)
+    except ValueError as exc:
+        raise SystemExit(f"fp8gemm-bench: {exc}") from exc
 
 
 def resolve_shapes(args, prog: str = "fp8gemm-bench"):

@@ -294,19 +294,6 @@ def _warm_grouped(job):
     torch.cuda.synchronize()
 
 
-def _warm_ours(job):
-    from .tune import warm_job
-
-    warm_job(job)
-
-
-def _warm_dispatch(job):
-    from fp8gemm.compile_ahead import compile_job
-
-    compile_job(job)
-
-
-# kind -> builder for bench/warm.py's workers
+# kind -> builder for the bench's warm-up workers (bench/warm.py)
 WARM_BUILDERS = {"deepgemm_gemm": _warm_gemm, "deepgemm_contiguous": _warm_grouped,
-                 "deepgemm_masked": _warm_grouped, "fp8gemm_candidate": _warm_ours,
-                 "fp8gemm_dispatch": _warm_dispatch}
+                 "deepgemm_masked": _warm_grouped}

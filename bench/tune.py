@@ -83,6 +83,10 @@ def warm_job(job) -> None:
     torch.cuda.synchronize()
 
 
+# kind -> builder for the tuner's warm-up workers (bench/warm.py)
+WARM_BUILDERS = {"fp8gemm_candidate": warm_job}
+
+
 def warm_skips(report: dict) -> set:
     """(candidate key, N) of the warm-up jobs that crashed their worker: the timing process must
     not run them."""
@@ -297,7 +301,7 @@ def main(argv=None) -> int:
         from .warm import default_workers, warm
 
         jobs = warm_jobs(shapes, args.out_dtype, num_sms, args.max_candidates, state["results"])
-        report = warm(jobs, args.warm_workers or default_workers())
+        report = warm(jobs, args.warm_workers or default_workers(), builders="fp8gemm.bench.tune:WARM_BUILDERS")
         skip = warm_skips(report)
         print(f"fp8gemm-tune: compiled {report['jobs']} candidates in {report['workers']} processes, "
               f"{report['seconds']:.0f} s; {len(skip)} crashed (left out), {len(report['raised'])} raised",

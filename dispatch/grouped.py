@@ -22,7 +22,7 @@ GROUPED_TILES = (General, SwapAB, Wg3, Tall)    # the variants with a grouped mo
 
 SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
 # 192-row tiles of the three-warpgroup kernel where the rows-per-group estimate lies in (lo, hi]
-# (the estimate is twice the mean, fp8gemm.grouped.rows_estimate: a mean of 120-165 rows). NOTES
+# (the estimate is twice the mean, rows_estimate: a mean of 120-165 rows). NOTES
 # (lab/exp_moe_prefill.py --wg3): 1.07-1.34x at 129-192 rows per expert, 0.61-0.88x at 128 and
 # 256; Pro L1 at 8192 tokens (mean 128) 1.08x, Flash (mean 192) 0.88x. None: off.
 WG3_ROWS = (240.0, 330.0)
@@ -41,6 +41,15 @@ MOE_CHOICE_ROWS = (200.0, 450.0)
 # chain's swap-AB on 1-4 rows each), 0.96-1.07x at 64-128 tokens (2-6 rows), 0.92-1.03x from 48
 # rows on (the same 128-row tiles, or 192-row ones).
 FUSED_ROWS = (8.0, 32.0)
+
+
+def rows_estimate(rows: int, num_groups: int):
+    """(rows per non-empty group, non-empty groups) when ``rows`` rows fall on at most
+    min(G, rows) groups: the mean doubled for uneven routing. The host's estimate that the
+    windows above are written in (fp8gemm.grouped and fp8gemm.moe make it; the counts stay on the GPU)."""
+    rows = max(1, int(rows))
+    active = min(num_groups, rows)
+    return 2.0 * rows / active, active
 
 
 def fused_default(rows_per_expert: float) -> bool:
@@ -194,7 +203,6 @@ def explain_moe(tokens: int, experts: int = 256, hidden: int = 4096, inter: int 
     layer's default, fused_default), then each grouped GEMM's tile (L1 [2I, H] into an FP32 h, or
     the fused SwiGLU L1; L2 [H, I] into bf16), or the two tiles the routing kernel chooses between
     for each expert from its real count."""
-    from ..grouped import rows_estimate
     pairs = tokens * top_k
     per_expert, active = rows_estimate(pairs, experts)
     lines = [f"MoE layer, {tokens} tokens x top-{top_k} = {pairs} pairs over {experts} experts: the host "

@@ -16,6 +16,7 @@ import warnings
 from dataclasses import fields, replace
 from pathlib import Path
 
+from ..hw import gpu_key  # noqa: F401 - the tables' GPU names (fp8gemm-tune: sel.gpu_key)
 from . import gemv, short_k
 from .gemv import Gemv
 from .general import SWAP_MAX_M, General, SwapAB
@@ -63,15 +64,6 @@ def user_table_dir() -> Path:
     ~/.cache/fp8gemm/tables."""
     env = os.environ.get("FP8GEMM_TABLE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "fp8gemm" / "tables"
-
-
-def gpu_key(name: str) -> str:
-    """A GPU's table name from its device name: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3'
-    -> 'h100', 'NVIDIA GH200 480GB' -> 'gh200' (the first word with a digit, lower case)."""
-    for word in name.replace("NVIDIA", " ").split():
-        if any(ch.isdigit() for ch in word):
-            return "".join(ch for ch in word.lower() if ch.isalnum())
-    return "".join(ch for ch in name.lower() if ch.isalnum()) or "unknown"
 
 
 _warned = set()

@@ -3,7 +3,7 @@
 A server's first calls otherwise compile each new kernel with NVRTC on the spot (about a second
 each, one after another: ~28 instantiations over the DeepSeek trace). ``precompile`` asks the
 dispatcher (this GPU's table, its SM count) which kernel each shape gets, keeps one job per
-distinct instantiation, and runs them in worker processes (bench/warm.py) that call fp8gemm.matmul
+distinct instantiation, and runs them in worker processes (fp8gemm/workers.py) that call fp8gemm.matmul
 once on zero operands: each compiles into CuPy's disk cache, where this process and later ones
 load it in milliseconds. A worker that crashes or raises is reported, never fatal here.
 """
@@ -22,7 +22,7 @@ def shapes_of(shapes=None, nk=None, m=None) -> list:
     if nk is not None:
         ms = [m] if isinstance(m, int) else list(m if m is not None else (1, 16, 64, 128, 256, 512, 1024, 4096))
         return [(int(mm), int(n), int(k)) for n, k in nk for mm in ms]
-    from .bench.cli import read_shapes, trace_path
+    from .shapes import read_shapes, trace_path
     return read_shapes(trace_path())
 
 
@@ -45,13 +45,17 @@ def compile_job(job) -> None:
     """A worker's job: one dispatched call of the shape on zero operands (CuPy)."""
     import cupy
 
-    import fp8gemm
+    from .api import matmul
 
     m, n, k = job["m"], job["n"], job["k"]
     kb, nb = -(-k // 128), -(-n // 128)
-    fp8gemm.matmul(cupy.zeros((m, k), cupy.uint8), cupy.zeros((n, k), cupy.uint8), cupy.ones((m, kb), cupy.float32),
+    matmul(cupy.zeros((m, k), cupy.uint8), cupy.zeros((n, k), cupy.uint8), cupy.ones((m, kb), cupy.float32),
                    cupy.ones((nb, kb), cupy.float32), out_dtype=job["out_dtype"])
     cupy.cuda.Device().synchronize()
+
+
+# kind -> builder for precompile's worker processes (fp8gemm/workers.py)
+BUILDERS = {"fp8gemm_dispatch": compile_job}
 
 
 def _bar(done: int, total: int) -> None:
@@ -71,17 +75,19 @@ def precompile(shapes=None, *, nk=None, m=None, out_dtype: str = "bfloat16", wor
     "kernels", "seconds", "workers", "failed": {kernel at M x N x K: why}}."""
     import cupy
 
-    from .bench.warm import default_workers, warm
     from .launcher import gpu_key, sm_count
+    from .workers import default_workers, warm
 
     dev = cupy.cuda.Device().id
     todo = shapes_of(shapes, nk, m)
     jobs = plan_jobs(todo, out_dtype, gpu_key(dev), sm_count(dev))
     t0 = time.time()
-    report = warm(jobs, workers or default_workers(), on_progress=_bar if progress else None)
+    report = warm(jobs, workers=workers or default_workers(), worker_args=("fp8gemm.compile_ahead:BUILDERS",),
+                  on_progress=_bar if progress else None)
     failed = {}
     for key, why in list(report["crashed"].items()) + list(report["raised"].items()):
         j = json.loads(key)
         failed[f"{j['kernel']} at {j['m']} x {j['n']} x {j['k']}"] = why
     return {"shapes": len(todo), "kernels": len(jobs), "seconds": round(time.time() - t0, 1),
             "workers": report["workers"], "failed": failed}
+

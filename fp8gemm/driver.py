@@ -133,7 +133,7 @@ def launch_prebuilt(prefix: tuple, stream: int, params: int) -> int:
     address of the array of argument pointers); returns the CUresult.
 
     NOTES: through CuPy's Cython wrapper when CuPy is there: on the H200 machine ctypes took 7.3 us
-    per launch where the driver alone takes 3.5 us in C (tools/launch_floor.c; host overhead,
+    per launch where the driver alone takes 3.5 us in C (lab/launch_floor.c; host overhead,
     bench/NOTES.md). A launch the wrapper reports as failed is repeated through ctypes, which returns the
     error code to the caller's handling (a missing context is bound and the launch retried)."""
     cy = _cy_launch if _cy_launch is not None else _cupy_launch()

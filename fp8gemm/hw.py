@@ -35,6 +35,18 @@ CUPY_MISSING = ("fp8gemm needs CuPy for GPU work and CuPy does not import here: 
                 "newer, driver 550 or newer); from fp8gemm's checkout, pip install \".[cu13]\" (or \".[cu12]\") "
                 "does the same")
 
+
+
+def gpu_key(name: str) -> str:
+    """A GPU's dispatch-table name from its device name: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB
+    HBM3' -> 'h100', 'NVIDIA GH200 480GB' -> 'gh200' (the first word with a digit, lower case).
+    Here, where both the dispatcher (its tables) and the launcher (a device's key) read it."""
+    for word in name.replace("NVIDIA", " ").split():
+        if any(ch.isdigit() for ch in word):
+            return "".join(ch for ch in word.lower() if ch.isalnum())
+    return "".join(ch for ch in name.lower() if ch.isalnum()) or "unknown"
+
+
 _checked_devices = set()
 
 

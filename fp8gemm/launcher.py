@@ -35,7 +35,7 @@ def gpu_key(device: int) -> str:
     if key is None:
         import cupy
 
-        from .dispatch.selector import gpu_key as key_of
+        from .hw import gpu_key as key_of
         name = cupy.cuda.runtime.getDeviceProperties(device)["name"]
         key = _gpu_keys[device] = key_of(name.decode() if isinstance(name, bytes) else str(name))
     return key

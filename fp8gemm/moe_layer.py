@@ -61,7 +61,7 @@ _glue_lock = threading.Lock()
 class _GluePlan:
     """The four glue launches of one layer shape, prebuilt: launch prefixes and argument blocks
     whose scalar slots are fixed; a call rewrites only the pointer slots (host overhead: building
-    the four blocks took most of the glue's host time, tools/moe_host.py)."""
+    the four blocks took most of the glue's host time, lab/moe_host.py)."""
 
     def __init__(self, device, t, pairs, top_k, experts, hidden, inter, lim):
         ops = ((ROUTE, 1, SCAN_THREADS, 0, 0),

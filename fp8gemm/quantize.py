@@ -24,7 +24,7 @@ from .validate import collapse_rows
 GROUP = 128
 THREADS = 256
 MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
-VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many groups (tools/quant_exp.py:
+VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many groups (lab/quant_exp.py:
                                  # 1 and 2 within 3% of each other, 0.93-0.99 of a same-bytes stream)
 _IN_TYPES = KERNEL_TYPE_IDS        # the input's type id: kernels_cu/common/types.cuh OutType
 _VARIANT = "quantize_per_token_group"

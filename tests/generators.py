@@ -8,7 +8,7 @@ from pathlib import Path
 from fp8gemm.testing import Case, random_case  # noqa: F401  (re-exported for the tests)
 from fp8gemm.testing import as_float64 as to_cupy_f64  # noqa: F401
 
-TRACE = Path(__file__).resolve().parent.parent / "bench" / "deepseek_v4_flash.csv"
+TRACE = Path(__file__).resolve().parent.parent / "fp8gemm" / "deepseek_v4_flash.csv"
 
 FP8_NAN = 0x7F
 

@@ -1,10 +1,11 @@
-"""fp8gemm.precompile (fp8gemm/compile_ahead.py): which jobs it plans (CPU), the progress callback of bench/warm.py, and the
-worker builder it names; the GPU run is tests/test_precompile_gpu.py."""
+"""fp8gemm.precompile (fp8gemm/compile_ahead.py): which jobs it plans (CPU), the progress callback of
+fp8gemm/workers.py, and the worker builder it names; the GPU run is tests/test_precompile_gpu.py."""
 import pytest
 
 import fp8gemm
 from fp8gemm import compile_ahead as pc
-from fp8gemm.bench import peers, warm
+from fp8gemm import workers
+from fp8gemm.bench import warm
 
 
 def test_shapes_from_pairs_and_token_counts():
@@ -19,13 +20,13 @@ def test_one_job_per_distinct_kernel():
     jobs = pc.plan_jobs(shapes, "bfloat16", "h200", 132)
     keys = {(j["kernel"], j["n"], j["k"]) for j in jobs}
     assert len(keys) == len(jobs) and 0 < len(jobs) <= len(shapes)
-    assert all(j["kind"] == "fp8gemm_dispatch" and j["kind"] in peers.WARM_BUILDERS for j in jobs)
+    assert all(j["kind"] == "fp8gemm_dispatch" and j["kind"] in pc.BUILDERS for j in jobs)
     assert [j["kernel"] for j in jobs] == sorted(j["kernel"] for j in jobs)    # shared kernels together
     assert fp8gemm.precompile is pc.precompile
 
 
 def test_warm_reports_progress(tmp_path):
-    """bench/warm.py's on_progress, with a worker that runs trivial jobs."""
+    """fp8gemm/workers.py's on_progress (through bench/warm.py), with a worker that runs trivial jobs."""
     seen = []
     jobs = [{"kind": "noop", "i": i} for i in range(5)]
     module = tmp_path / "noop_worker.py"
@@ -42,3 +43,16 @@ def test_warm_reports_progress(tmp_path):
     assert report["crashed"] == {} and report["raised"] == {}
     assert seen[-1] == (5, 5) and all(t == 5 and 0 <= d <= 5 for d, t in seen)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_library_worker_runs_named_builders(tmp_path, monkeypatch):
+    """precompile's workers are ``python -m fp8gemm.workers jobs status module:builders`` (no
+    benchmark module involved)."""
+    (tmp_path / "record_builders.py").write_text(
+        "import pathlib\nOUT = pathlib.Path(__file__).with_name('seen.txt')\n"
+        "BUILDERS = {'rec': lambda job: OUT.open('a').write(str(job['i']) + '\\n')}\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    report = workers.warm([{"kind": "rec", "i": i} for i in range(3)], workers=1,
+                          worker_args=("record_builders:BUILDERS",))
+    assert report["crashed"] == {} and report["raised"] == {}
+    assert (tmp_path / "seen.txt").read_text().split() == ["0", "1", "2"]
