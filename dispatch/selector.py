@@ -176,6 +176,12 @@ def _report(desc: GemmDesc, cand: Candidate) -> Candidate:
 
 
 def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPPED_GPU) -> str:
-    """A sentence saying which kernel a shape gets and why."""
+    """A sentence saying which kernel a shape gets and why; fp8gemm.matmul's rules first, with its
+    messages (a shape matmul refuses raises here too)."""
+    from ..validate import check_gemm_dims
+    sig = check_gemm_dims(m, n, k, out_dtype)
+    m, n, k, out_dtype = sig.m, sig.n, sig.k, sig.out_dtype
+    if m == 0:
+        return f"M=0 N={n} K={k} {out_dtype}: no kernel (matmul returns the empty [0, {n}] result without a launch)"
     c = select(m, n, k, out_dtype, gpu)
     return f"M={m} N={n} K={k} {out_dtype}: {c.describe()}, smem {c.smem_bytes(out_dtype)} B -- {c.reason}"

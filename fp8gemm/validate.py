@@ -211,6 +211,19 @@ def check_gemm_shapes(a, b, sa, sb, out, out_dtype) -> GemmSignature:
     return GemmSignature(m, n, k, out_dtype, a.shape[:-1] + (n,))
 
 
+def check_gemm_dims(m, n, k, out_dtype) -> GemmSignature:
+    """fp8gemm.matmul's shape and output-dtype rules for a call of M x N x K (fp8gemm.explain): the
+    dimensions are integers >= 0, then check_gemm_shapes on the operands' shapes, its messages."""
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if isinstance(v, bool) or not hasattr(v, "__index__") or v < 0:
+            raise ValueError(f"{name} must be a non-negative integer; got {v!r}")
+    m, n, k = int(m), int(n), int(k)
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    return check_gemm_shapes(ArraySpec("a", "float8_e4m3fn", (m, k)), ArraySpec("b", "float8_e4m3fn", (n, k)),
+                             ArraySpec("a_scale", "float32", (m, kb)), ArraySpec("b_scale", "float32", (nb, kb)),
+                             None, out_dtype)
+
+
 def validate_gemm(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out: Tensor | None,
                   out_dtype) -> GemmProblem:
     """All the rules of fp8gemm.matmul. ``out_dtype`` may be None when ``out`` is given."""

@@ -142,3 +142,26 @@ def test_block_size_refused(bs):
     with pytest.raises(ValueError, match="block_size must be"):
         check_block_size(bs)
     check_block_size([128, 128])
+
+
+def test_explain_applies_matmuls_rules_and_messages():
+    """fp8gemm.explain refuses what matmul refuses, with matmul's messages, and names no kernel
+    where matmul launches none."""
+    import fp8gemm
+    with pytest.raises(ValueError, match="K must be a positive multiple of 16; got K = 4001"):
+        fp8gemm.explain(16, 4096, 4001)
+    with pytest.raises(ValueError, match="K must be a positive multiple of 16; got K = 0"):
+        fp8gemm.explain(16, 4096, 0)
+    with pytest.raises(ValueError, match="b must have N >= 1 rows"):
+        fp8gemm.explain(16, 0, 4096)
+    with pytest.raises(ValueError, match="M must be a non-negative integer; got -1"):
+        fp8gemm.explain(-1, 4096, 4096)
+    with pytest.raises(ValueError, match="M must be a non-negative integer; got 1.5"):
+        fp8gemm.explain(1.5, 4096, 4096)
+    with pytest.raises(ValueError, match="out_dtype must be one of bfloat16, float16, float32; got 'int8'"):
+        fp8gemm.explain(16, 4096, 4096, out_dtype="int8")
+    with pytest.raises(ValueError, match="M and N must be < 2"):
+        fp8gemm.explain(2**31, 4096, 4096)
+    assert "no kernel" in fp8gemm.explain(0, 4096, 4096)
+    assert "fp16" not in fp8gemm.explain(16, 4096, 4096, out_dtype="fp16")      # aliases normalized
+    assert "float16" in fp8gemm.explain(16, 4096, 4096, out_dtype="fp16")
