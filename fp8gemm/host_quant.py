@@ -13,13 +13,46 @@ numba the NumPy definitions run.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import reference
 from .dtypes import FP8_E4M3
 from .hw import SCALE_BLOCK
 
+MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (the GPU kernels run flush-to-zero)
+_FLOAT_KINDS = ("float16", "bfloat16", "float32", "float64")
+
 _KERNEL = None
+
+
+def check_eps(eps) -> None:
+    """The quantizers' eps rule, host and GPU alike (they compute the same values)."""
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float, np.floating)) and math.isfinite(eps)
+                                     and eps >= MIN_EPS):
+        raise ValueError(f"eps must be a finite number >= 2**-100 (got {eps!r}): scales eps / 448 must stay "
+                         f"normal float32 values, because the GPU kernels are compiled flush-to-zero and the "
+                         f"host quantizers compute the same values")
+
+
+def _check_block(value, name: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be a positive integer (got {value!r})")
+    return int(value)
+
+
+def host_input(x, name: str, min_ndim: int, shape_rule: str):
+    """x as a float32 NumPy array, or a TypeError / ValueError naming ``name`` and the rule:
+    real floating-point values (float16, bfloat16, float32, float64) of at least ``min_ndim``
+    dimensions."""
+    a = np.asarray(x)
+    if a.dtype.name not in _FLOAT_KINDS:
+        raise TypeError(f"{name} must hold floating-point values (float16, bfloat16, float32 or float64); "
+                        f"got dtype {a.dtype}")
+    if a.ndim < min_ndim:
+        raise ValueError(f"{name} must be {shape_rule}; got shape {a.shape}")
+    return a.astype(np.float32, copy=False)
 
 
 def _kernel():
@@ -45,7 +78,9 @@ def quantize_per_block(w, block=(SCALE_BLOCK, SCALE_BLOCK), eps: float = 1e-10):
     """Weights w [..., N, K] per block[0] x block[1] tile of each matrix -> (q [..., N, K]
     float8_e4m3fn, scale [..., ceil(N/b0), ceil(K/b1)] float32); bit for bit
     reference.quantize_per_block on each matrix."""
-    w = np.asarray(w, dtype=np.float32)
+    w = host_input(w, "w", 2, "[..., N, K] (at least 2 dimensions)")
+    block = (_check_block(block[0], "block[0]"), _check_block(block[1], "block[1]"))
+    check_eps(eps)
     if w.ndim > 2:
         n, k = w.shape[-2:]
         nb, kb = -(-n // int(block[0])), -(-k // int(block[1]))
@@ -63,7 +98,9 @@ def quantize_per_block(w, block=(SCALE_BLOCK, SCALE_BLOCK), eps: float = 1e-10):
 def quantize_per_token_group(x, group_size: int = SCALE_BLOCK, eps: float = 1e-10):
     """Activations x [..., K] per 1 x group_size group -> (q [..., K] float8_e4m3fn, scale
     [..., ceil(K/group_size)] float32); bit for bit reference.quantize_per_token_group."""
-    x = np.asarray(x, dtype=np.float32)
+    x = host_input(x, "x", 1, "[..., K] (at least 1 dimension)")
+    group_size = _check_block(group_size, "group_size")
+    check_eps(eps)
     if x.ndim < 1 or x.size == 0 or not _kernel():
         return reference.quantize_per_token_group(x, group_size, eps)
     k = x.shape[-1]

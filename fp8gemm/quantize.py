@@ -19,24 +19,17 @@ from . import compiler, driver, host_quant, output
 from .intake import CUPY, JAX, TORCH, framework_of, intake
 from .launcher import KernelParams, launch
 from .dtypes import KERNEL_TYPE_IDS
+from .host_quant import MIN_EPS, check_eps as _check_eps  # noqa: F401 - one eps rule, host and GPU
 from .validate import collapse_rows
 
 GROUP = 128
 THREADS = 256
-MIN_EPS = 2.0**-100            # eps / 448 stays a normal float32 (kernels run flush-to-zero)
 VECTOR_LOADS = 1                 # the vector path's warp takes 4 * this many groups (lab/quant_exp.py:
                                  # 1 and 2 within 3% of each other, 0.93-0.99 of a same-bytes stream)
 _IN_TYPES = KERNEL_TYPE_IDS        # the input's type id: kernels_cu/common/types.cuh OutType
 _VARIANT = "quantize_per_token_group"
 _BLOCK_VARIANT = "quantize_per_block"
 MAX_GRID_YZ = 65535
-
-
-def _check_eps(eps) -> None:
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= MIN_EPS):
-        raise ValueError(f"eps must be a finite number >= 2**-100 on the GPU (got {eps!r}): scales "
-                         f"eps / 448 must stay normal float32 values, because the kernels are compiled "
-                         f"flush-to-zero")
 
 
 def _gpu_input(x, name: str, framework: str, stream_for):

@@ -123,3 +123,29 @@ def test_m_major_scales_refused_for_jax():
     jnp = pytest.importorskip("jax.numpy")
     with pytest.raises(ValueError, match="JAX arrays carry no strides"):
         fp8gemm.quantize_per_token_group(jnp.ones((2, 128), jnp.float32), m_major_scales=True)
+
+
+@pytest.mark.parametrize("fn", [fp8gemm.quantize_per_token_group, fp8gemm.quantize_per_block])
+def test_host_quantizers_refuse_bad_input(fn):
+    """The GPU path's rules on the host: eps > 0 that keeps eps / 448 a normal float32 (eps = 0 made
+    zero blocks NaN codes with scale 0), real floating-point values, enough dimensions."""
+    x = np.zeros((4, 256), np.float32)
+    for eps in (0, 0.0, -1.0, float("nan"), float("inf"), 2.0**-120):
+        with pytest.raises(ValueError, match="eps must be a finite number >= 2\\*\\*-100"):
+            fn(x, eps=eps)
+    for bad in (np.ones((4, 256), np.int64), np.ones((4, 256), np.complex64), np.ones((4, 256), bool)):
+        with pytest.raises(TypeError, match="must hold floating-point values"):
+            fn(bad)
+    q, s = fn(x.astype(np.float64))                       # float64 (NumPy's default) is taken
+    assert np.all(s > 0) and not np.isnan(q.astype(np.float32)).any()
+
+
+def test_host_quantizers_check_dimensions():
+    with pytest.raises(ValueError, match=r"w must be \[\.\.\., N, K\] \(at least 2 dimensions\); got shape \(256,\)"):
+        fp8gemm.quantize_per_block(np.ones(256, np.float32))
+    with pytest.raises(ValueError, match=r"x must be \[\.\.\., K\] \(at least 1 dimension\); got shape \(\)"):
+        fp8gemm.quantize_per_token_group(np.float32(1.0))
+    with pytest.raises(ValueError, match="group_size must be a positive integer"):
+        fp8gemm.quantize_per_token_group(np.ones((2, 128), np.float32), group_size=0)
+    with pytest.raises(ValueError, match=r"block\[0\] must be a positive integer"):
+        fp8gemm.quantize_per_block(np.ones((2, 128), np.float32), block=(0, 128))
