@@ -5,6 +5,7 @@ the grouped GEMMs' and the fused SwiGLU L1's choice), the shared base in variant
 among them in selector.py. Planning a launch needs the package's launcher, but selection runs on
 the CPU without CuPy, so it is tested there.
 """
+from .dense import Dense
 from .gemv import Gemv
 from .general import General, SwapAB
 from .selector import VARIANTS, explain, fallback, is_valid, select, variants
@@ -13,5 +14,5 @@ from .tall import Tall
 from .variant import Candidate, GemmDesc
 from .wg3 import Wg3
 
-__all__ = ["VARIANTS", "Candidate", "GemmDesc", "Gemv", "General", "ShortK", "SwapAB", "Tall", "Wg3", "explain",
+__all__ = ["VARIANTS", "Candidate", "Dense", "GemmDesc", "Gemv", "General", "ShortK", "SwapAB", "Tall", "Wg3", "explain",
            "fallback", "is_valid", "select", "variants"]

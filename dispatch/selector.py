@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..hw import gpu_key  # noqa: F401 - the tables' GPU names (fp8gemm-tune: sel.gpu_key)
 from . import gemv, short_k
+from .dense import Dense
 from .gemv import Gemv
 from .general import SWAP_MAX_M, General, SwapAB
 from .short_k import ShortK
@@ -26,8 +27,8 @@ from .variant import DEFAULT_NUM_SMS, Candidate, GemmDesc
 from .wg3 import MIN_M as WG3_MIN_M
 from .wg3 import Wg3
 
-VARIANTS = {cls.variant: cls for cls in (General, SwapAB, ShortK, Gemv, Wg3, Tall)}
-# The order fp8gemm-tune searches them in after the fallback's own choice (Tall: forced only).
+VARIANTS = {cls.variant: cls for cls in (General, SwapAB, ShortK, Gemv, Wg3, Tall, Dense)}
+# The order fp8gemm-tune searches them in after the fallback's own choice (Tall, Dense: forced only).
 TUNER_ORDER = (Gemv, ShortK, Wg3, General)
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from fp8gemm import compiler
-from fp8gemm.dispatch import Gemv, General, ShortK, SwapAB, Tall, Wg3, grouped, select
+from fp8gemm.dispatch import Dense, Gemv, General, ShortK, SwapAB, Tall, Wg3, grouped, select
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -37,7 +37,10 @@ WG3_PARAMS = (GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, uns
 TALL_PARAMS = WG3_PARAMS.rsplit(", const __grid_constant__", 1)[0]
 # The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
 GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
-PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
+# The dense kernel's: the family's up to N, then the As tensor map.
+DENSE_PARAMS = SHORT_K_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor"
+PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_dense": DENSE_PARAMS,
+          "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
           "sm90_fp8_gemm_tall": TALL_PARAMS, "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS,
@@ -149,6 +152,7 @@ def _instantiations():
         seen.add(_instance(Tall(128, 3, 8, 0), "bfloat16", not grouped_mode, grouped=grouped_mode))
         seen.add(_instance(Tall(128, 4 if grouped_mode else 3, 8, 1, 1), "bfloat16", not grouped_mode,
                            grouped=grouped_mode))
+    seen.update(_dense_instantiations())
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
@@ -157,6 +161,25 @@ def _instantiations():
         for vec in ("false", "true"):                      # the weight quantizer's two paths
             seen.add(("quantize_per_block", (in_type, vec)))
     return sorted(seen, key=str)
+
+
+def _dense_instantiations():
+    """The dense kernel as its GPU tests force it (tests/test_matmul_dense.py: every tile height,
+    straddling widths, pairs sharing A or B) and at the milestone shapes, each with the store its
+    plan takes and the direct store."""
+    from test_matmul_dense import CONFIGS
+    seen = set()
+    for i, cfg in enumerate(CONFIGS):
+        c = Dense(*cfg)
+        for n, k in ((1000, 1536), (4096, 4096))[:2 if i < 3 else 1]:
+            for dt in ("bfloat16", "float16"):
+                for store in {c.store_ok(dt), False}:
+                    if c.smem_bytes(dt, k, store) <= 232448:
+                        seen.add((c.variant, c.template_args(n, k, dt, store)))
+    for c, n, k in ((Dense(256, 128, 3, 2, 1, 8), 4096, 4096), (Dense(64, 64, 8), 4096, 8192),
+                    (Dense(256, 128, 3, 2, 1, 16), 8192, 4096)):
+        seen.add((c.variant, c.template_args(n, k, "bfloat16", True)))
+    return seen
 
 
 def _compile(tmp_path, variant, targs):

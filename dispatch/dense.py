@@ -1,0 +1,135 @@
+"""``Dense`` (sm90_fp8_gemm_dense): the dense mainloop built the way DeepGEMM's SM90 kernel is
+(kernels_cu/sm90_fp8_gemm_dense.cu says how): N and the K-block count compiled in, As by TMA
+with each stage (M-major), Bs in shared memory once per tile, tiles of 64 / 128 / 256 rows and
+16-256 columns, 1 x 2 CTA pairs with TMA multicast of the shared operand.
+
+Forced only for now (``config=Dense(...)``): the dispatcher does not pick it until the tuner has
+measured it against the kernels it would replace (bench/NOTES.md, "The dense mainloop").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import compiler, tma
+from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
+from ..hw import MAX_SMEM_PER_BLOCK
+from ..launcher import Plan, check_units, gemm_args, sm_count, tma_store_ok
+from .general import m_major_as_map
+from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
+
+BLOCK_MS = (64, 128, 256)
+PRODUCER_THREADS = 128
+BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
+
+
+def threads(block_m: int) -> int:
+    """One math warpgroup for 64-row tiles, two otherwise, and the producer warpgroup."""
+    return (1 if block_m == 64 else 2) * 128 + PRODUCER_THREADS
+
+
+def width_ok(block_n: int) -> bool:
+    """wgmma widths 16-256 (multiples of 8) whose tile reaches at most two Bs rows: any width up
+    to 128, above it only where block_n - 128 divides 128 (the kernel's static_assert)."""
+    if block_n % 8 or not 16 <= block_n <= 256:
+        return False
+    return block_n <= 128 or 128 % (block_n - 128) == 0
+
+
+def m_major_as_ok(p) -> bool:
+    """Whether TMA can read the tile's As column of a K block: As M-major (unit M stride) with a
+    16-byte aligned base and column stride that holds a column (a broadcast or overlapping As
+    cannot be a TMA map). One row has no M stride to speak of (frameworks report any)."""
+    return ((p.sa_stride_m == 1 or p.m == 1) and p.sa_ptr % 16 == 0 and (p.sa_stride_k * 4) % 16 == 0
+            and p.sa_stride_k >= p.m)
+
+
+@dataclass(frozen=True)
+class Dense(Candidate):
+    """block_m x block_n tiles, ``stages`` ring buffers, ``cluster`` CTAs per pair (1 or 2) sharing
+    A (``multicast_a``) or B, tiles rastered in groups of ``group`` along N (sharing A) or M."""
+
+    variant = "sm90_fp8_gemm_dense"
+    block_m: int = 128
+    block_n: int = 128
+    stages: int = 5
+    cluster: int = 1
+    multicast_a: int = 1
+    group: int = 8
+
+    def registers_ok(self) -> bool:
+        """The math threads' accumulator registers fit: one wgmma accumulator and a sum per wave,
+        block_n / 2 floats each. NOTES: nvcc 13.0 compiled 256 x 128 (192 floats) without spills
+        and 128 x 192, 128 x 256 with them; a straddling width keeps two more scale products
+        per wave live, so 160 there (tests/test_kernels_compile.py holds every configuration)."""
+        waves = 2 if self.block_m == 256 else 1
+        return (1 + waves) * self.block_n // 2 <= (192 if 128 % self.block_n == 0 else 160)
+
+    @property
+    def threads(self) -> int:
+        return threads(self.block_m)
+
+    def staging_bytes(self, out_dtype: str, tma_store: bool) -> int:
+        return self.block_m * self.block_n * OUT_BYTES[out_dtype] if tma_store else 0
+
+    def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True) -> int:
+        """The kernel's layout: alignment slack, the A / B ring, the staging of every (warpgroup,
+        wave), each stage's As column, two tiles' two Bs rows, the barriers."""
+        kb = cdiv(k, BLOCK_K)
+        sfb = -(-(2 * 2 * kb * 4) // 16) * 16
+        return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
+                + self.staging_bytes(out_dtype, tma_store) + self.stages * self.block_m * 4 + sfb
+                + BARRIER_BYTES * self.stages)
+
+    def store_ok(self, out_dtype: str) -> bool:
+        """Whether this width can use the TMA-store staging (rows of whole 128-byte chunks)."""
+        return (self.block_n * OUT_BYTES[out_dtype]) % 128 == 0
+
+    def is_valid(self, desc: GemmDesc) -> bool:
+        return (desc.shape_ok() and desc.out_dtype != "float32" and self.block_m in BLOCK_MS
+                and width_ok(self.block_n) and self.registers_ok() and self.stages >= 2 and self.cluster in (1, 2)
+                and self.multicast_a in (0, 1) and self.group >= 1 and (self.cluster == 1 or self.group % 2 == 0)
+                and self.smem_bytes(desc.out_dtype, desc.k, False) <= MAX_SMEM_PER_BLOCK)
+
+    def label(self) -> str:
+        pair = f" c2{'A' if self.multicast_a else 'B'}" if self.cluster == 2 else ""
+        return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}"
+
+    def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool) -> tuple:
+        """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
+        kMulticastA, kGroup>"""
+        return (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
+                self.cluster, FLAG[bool(self.multicast_a)], self.group)
+
+    def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
+        if not m_major_as_ok(p):
+            raise ValueError("config Dense reads a_scale by TMA: it must be M-major (strides (1, >= M) in "
+                             "elements, 16-byte aligned base and column stride), as "
+                             "fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
+        store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
+                                                           out_aligned)
+        smem = self.smem_bytes(p.out_dtype, p.k, store)
+        if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
+            store, smem = False, self.smem_bytes(p.out_dtype, p.k, False)
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store), smem)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
+        tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
+        check_units(tiles, f"M = {p.m}, N = {p.n}")
+        sms = sm_count(p.device)
+        grid = min(tiles, sms)
+        if self.cluster == 2:              # whole pairs (a CTA of a pair may find no tile)
+            grid = min(grid + grid % 2, sms - sms % 2)
+        return Plan(p, kern, grid, self.threads, smem, ldc,
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", m_major_as_map(p, self.block_m)),),
+                    tma_store=store, num_tiles=tiles)
+
+    @classmethod
+    def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, reason: str = "") -> Dense:
+        """DeepGEMM's large-M choice: 256 x 128 in pairs sharing A from 1024 rows, else 128 x 128."""
+        if desc.m >= 1024:
+            return cls(256, 128, 3, 2, 1, 8, reason=reason or "dense: 256 x 128, pairs share A")
+        return cls(128, 128, 5, 1, 1, 8, reason=reason or "dense: 128 x 128")
+
+    @classmethod
+    def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
+        return []                  # forced only until measured (module docstring)

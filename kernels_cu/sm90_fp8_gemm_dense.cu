@@ -1,0 +1,385 @@
+// sm90_fp8_gemm_dense.cu: the dense GEMM mainloop, C = (A·As) @ (B·Bs)^T for M > 64, built the way
+// DeepGEMM's SM90 1D2D kernel is (bench/NOTES.md "The dense mainloop" says why: the general
+// kernel's cost per K block lay in its contract, not in a knob).
+//
+// What the loop has constant: N and the number of K blocks are template arguments (one
+// instantiation per weight shape, as DeepGEMM's `compiled_dims="nk"`), so the trip count, the
+// B-scale buffer and the tile count along N fold; M stays a runtime value. No global load in the
+// K loop: the tile's As column of each K block arrives by TMA with its stage (As M-major, the
+// layout `quantize_per_token_group(..., m_major_scales=True)` writes), and the tile's Bs (one or
+// two 128-row blocks of Bs, ceil(K/128) floats each) is copied into shared memory once per tile by
+// the math threads, double-buffered by tile parity so that one barrier orders it.
+//
+// Warps: kMathWGs math warpgroups (1 for 64-row tiles, 2 otherwise) first, then one producer
+// warpgroup whose thread kMathThreads issues every TMA load. A math warpgroup owns rows
+// [64 wg, 64 wg + 64) of each 128-row wave; a 256-row tile is two waves per warpgroup over the
+// same B stage. Per K block and wave: 4 wgmma m64nBLOCK_Nk32 into one accumulator, wait, then
+// promote into the wave's sum with As x Bs (one accumulator, as DeepGEMM: the other warpgroup's
+// wgmma keeps the tensor core busy meanwhile).
+//
+// Tiles whose columns straddle two 128-column Bs blocks (BLOCK_N = 48, 96, 112, 144, 160, 192,
+// ...): the first `former` columns take Bs row n0 / 128, the rest the next row. Where the number of
+// distinct `former` values is small the loop is instantiated once per value so that the choice
+// per accumulator is a compile-time constant (with_former).
+//
+// Clusters (kCluster == 2, `__cluster_dims__`): the two CTAs of a pair take consecutive tile
+// indices, which the raster places on the same M block (kMulticastA: they share A) or the same
+// N block (they share B). CTA rank 0 loads the shared operand (and, sharing A, its As column)
+// once and multicasts it to both; each CTA loads the other operand itself. Each stage's empty
+// barrier counts both CTAs' math warps (every math warp's lanes 0 and 1 arrive on CTA 0's and
+// CTA 1's barrier), so neither producer refills a stage its peer still reads. A pair's last tile
+// may have no partner (odd tile counts): the raster then gives it a group of one (no multicast),
+// and where the peer has run out of tiles its arrivals go to its own CTA only. Before a producer
+// exits it waits for one more round of empty barriers, so that no remote arrival is still in
+// flight towards a CTA that has left.
+//
+// Epilogue: bf16 / fp16 through the 128B-swizzled TMA-store staging of epilogue.cuh, one buffer per
+// (warpgroup, wave); masked direct stores where a tile row is not whole 128-byte chunks or C's
+// layout refuses TMA. FP32 out stays with the general kernel (it promotes after every wgmma).
+#include "common/pipeline.cuh"
+#include "common/types.cuh"
+#include "ptx/cluster.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/sync.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+#include "epilogue.cuh"
+
+namespace fp8gemm {
+
+namespace dense {
+constexpr uint32_t BLOCK_K = 128;
+constexpr uint32_t kProducerRegs = 40;
+constexpr uint32_t kMathBarrier = 1;           // every math thread: the tile's Bs copy is complete
+constexpr uint32_t kEpilogueBarrier0 = 2;      // + 2 * warpgroup + wave: one staging buffer's threads
+constexpr uint32_t kRuntimeFormer = 0xffffffffu;
+
+template <uint32_t BLOCK_M>
+struct Shape {
+    static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256, "tiles of 64, 128 or 256 rows");
+    static constexpr uint32_t kMathWGs = BLOCK_M == 64 ? 1 : 2;
+    static constexpr uint32_t kMathThreads = kMathWGs * kWarpgroupThreads;
+    static constexpr uint32_t kThreads = kMathThreads + kWarpgroupThreads;
+    static constexpr uint32_t kWaves = BLOCK_M / (kMathWGs * kWgmmaM);     // 64-row waves per warpgroup
+    static constexpr uint32_t kWaveRows = kMathWGs * kWgmmaM;              // rows between a warpgroup's waves
+    // NOTES: 248 with one math warpgroup, 232 with two (DeepGEMM's split): 40 * 128 + 232 * 256 = 64512.
+    static constexpr uint32_t kMathRegs = kMathWGs == 1 ? 248 : 232;
+};
+
+/// A compile-time `former` (columns of the tile on the first Bs row, in 8-column groups), or
+/// kRuntimeFormer where the loop reads it from a register.
+template <uint32_t kValue>
+struct Former {
+    static constexpr uint32_t value = kValue;
+};
+
+/// Call f(Former<v>) for the v in {kFirst, kFirst + kStep, ..., kLast} equal to `former`, or
+/// f(Former<kRuntimeFormer>) where none is.
+template <uint32_t kFirst, uint32_t kStep, uint32_t kLast, typename F>
+__device__ __forceinline__ void with_former(uint32_t former, const F& f) {
+    if constexpr (kStep == 0 || kFirst > kLast) {
+        f(Former<kRuntimeFormer>{});
+    } else {
+        if (former == kFirst) {
+            f(Former<kFirst>{});
+            return;
+        }
+        with_former<kFirst + kStep, kStep, kLast>(former, f);
+    }
+}
+
+__host__ __device__ constexpr uint32_t gcd(uint32_t a, uint32_t b) { return b == 0 ? a : gcd(b, a % b); }
+
+/// The persistent raster: tile index t = round * gridDim.x + blockIdx.x, grouped kGroup at a time
+/// along N (kAlongN: consecutive indices walk N inside a group, so the two CTAs of a pair share an
+/// M block) or along M. A group's odd count is split into an even part and a group of one, so that
+/// a pair never straddles two groups (DeepGEMM's scheduler, gemm.cuh).
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kShapeN, uint32_t kCluster, bool kAlongN, uint32_t kGroup>
+struct Raster {
+    static constexpr uint32_t kNumNBlocks = (kShapeN + BLOCK_N - 1) / BLOCK_N;
+    static_assert(kCluster == 1 || kGroup % 2 == 0, "a pair inside one raster group");
+    uint32_t num_m_blocks, num_tiles;
+    uint32_t round = 0;
+    bool peer_alive = true;      // the pair's other CTA has a tile this round
+    bool shared = false;         // ... and it is the partner of this one (multicast)
+
+    __device__ __forceinline__ explicit Raster(uint32_t M)
+        : num_m_blocks((M + BLOCK_M - 1) / BLOCK_M), num_tiles(num_m_blocks * kNumNBlocks) {}
+
+    __device__ __forceinline__ bool next(uint32_t& m_block, uint32_t& n_block) {
+        const uint32_t t = round++ * gridDim.x + blockIdx.x;
+        if (t >= num_tiles) return false;
+        const uint32_t primary = kAlongN ? kNumNBlocks : num_m_blocks;
+        const uint32_t secondary = kAlongN ? num_m_blocks : kNumNBlocks;
+        const uint32_t per_group = secondary * kGroup;
+        const uint32_t group = t / per_group;
+        uint32_t first = group * kGroup, in_group = t - group * per_group;
+        uint32_t count = min(kGroup, primary - first);
+        if constexpr (kCluster > 1) {
+            peer_alive = kNumNBlocks % 2 == 0 || num_m_blocks % 2 == 0 || (t ^ 1u) < num_tiles;
+            if (count % 2 != 0) {
+                const uint32_t even = count - 1;
+                if (in_group < even * secondary) {
+                    count = even;
+                } else {
+                    in_group -= even * secondary;
+                    first += even;
+                    count = 1;
+                }
+            }
+            shared = count > 1;
+        }
+        const uint32_t along = in_group / count, across = in_group - along * count;
+        m_block = kAlongN ? along : first + across;
+        n_block = kAlongN ? first + across : along;
+        return true;
+    }
+};
+}  // namespace dense
+
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
+          bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup>
+__global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
+sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
+                           const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
+                           const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
+                           const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,  // by tmap_sa
+                           const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
+                           void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N,
+                           // As M-major: inner dimension M, box {BLOCK_M, 1}
+                           const __grid_constant__ TmaDescriptor tmap_sa) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace dense;
+    using S = Shape<BLOCK_M>;
+    using Mma = WgmmaFp8<BLOCK_N>;
+    constexpr OutType kOut = static_cast<OutType>(kOutType);
+    constexpr uint32_t kNumKBlocks = (kShapeK + BLOCK_K - 1) / BLOCK_K;
+    static_assert(kOut != OutType::kFP32, "fp32 out: the general kernel");
+    static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "wgmma widths 16..256");
+    // A tile reaches at most two Bs rows: widths up to 128, or 128 < BLOCK_N <= 256 starting on a
+    // 128-column boundary only where BLOCK_N - 128 divides 128 (DeepGEMM's rule).
+    static_assert(BLOCK_N <= 128 || gcd(BLOCK_N, 128) == BLOCK_N - 128, "at most two Bs rows per tile");
+    static_assert(kCluster == 1 || kCluster == 2, "pairs at most");
+    static_assert(kNumStages >= 2, "double buffering at least");
+    static_assert(kShapeN % 8 == 0 || !kTmaStore, "TMA store: whole 16-byte rows");
+
+    constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
+    constexpr uint32_t kAStage = BLOCK_M * BLOCK_K;
+    constexpr uint32_t kBStage = BLOCK_N * BLOCK_K;
+    constexpr uint32_t kSfaStage = BLOCK_M * 4;
+    using Staging = SwizzledStaging<kOut, BLOCK_N>;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
+    constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
+    constexpr uint32_t kSfbFloats = 2 * kNumKBlocks;           // a tile's two Bs rows
+    constexpr uint32_t kSfbBytes = (2 * kSfbFloats * 4 + 15) / 16 * 16;   // two tiles' (tile parity)
+    // [A stages | B stages | C staging | As stages | Bs x 2 | full bars | empty bars], 1024-aligned
+    // (the host's dispatch/dense.py: Dense.smem_bytes computes the same sum).
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + (1024u - smem_addr(smem_raw) % 1024u) % 1024u;
+    uint8_t* smem_a = smem;
+    uint8_t* smem_b = smem_a + kNumStages * kAStage;
+    uint8_t* smem_staging = smem_b + kNumStages * kBStage;
+    float* smem_sfa = reinterpret_cast<float*>(smem_staging + kStagingBytes);
+    float* smem_sfb = smem_sfa + kNumStages * BLOCK_M;
+    Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(reinterpret_cast<uint8_t*>(smem_sfb) + kSfbBytes);
+    Mbarrier* empty_bar = full_bar + kNumStages;
+
+    const uint32_t warp_idx = warp_idx_uniform();
+    const uint32_t lane_idx = threadIdx.x % 32;
+    const uint32_t rank = kCluster > 1 ? cluster_ctarank() : 0u;
+
+    if (threadIdx.x == S::kMathThreads) {
+        prefetch_tensormap(&tmap_a);
+        prefetch_tensormap(&tmap_b);
+        prefetch_tensormap(&tmap_sa);
+        if constexpr (kTmaStore) prefetch_tensormap(&tmap_c);
+#pragma unroll
+        for (uint32_t s = 0; s < kNumStages; ++s) {
+            mbarrier_init(&full_bar[s], 1);
+            mbarrier_init(&empty_bar[s], kCluster * S::kMathThreads / 32);
+        }
+        fence_mbarrier_init();
+    }
+    // A pair: the peer's barriers are initialised before any multicast or remote arrival.
+    if constexpr (kCluster > 1) cluster_sync();
+    else __syncthreads();
+
+    using Tiles = Raster<BLOCK_M, BLOCK_N, kShapeN, kCluster, kMulticastA, kGroup>;
+
+    if (warp_idx >= S::kMathThreads / 32) {
+        // ================================ producer ================================
+        setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == S::kMathThreads) {
+            Tiles tiles(M);
+            PipelineState<kNumStages> pipe;
+            uint32_t m_block, n_block;
+            constexpr uint16_t kPairMask = 0x3;
+            while (tiles.next(m_block, n_block)) {
+                const bool share = kCluster > 1 && tiles.shared;
+                const uint32_t a_row = m_block * BLOCK_M, b_row = n_block * BLOCK_N;
+#pragma unroll 1
+                for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
+                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    Mbarrier* bar = &full_bar[pipe.stage];
+                    uint8_t* a_dst = smem_a + pipe.stage * kAStage;
+                    uint8_t* b_dst = smem_b + pipe.stage * kBStage;
+                    float* sfa_dst = smem_sfa + pipe.stage * BLOCK_M;
+                    const int32_t k = static_cast<int32_t>(kb * BLOCK_K);
+                    if (kMulticastA && share) {
+                        if (rank == 0) {
+                            tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_row, kPairMask);
+                            tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, a_row, kb, kPairMask);
+                        }
+                    } else {
+                        tma_load_2d(a_dst, &tmap_a, bar, k, a_row);
+                        tma_load_2d(sfa_dst, &tmap_sa, bar, a_row, kb);
+                    }
+                    if (!kMulticastA && share) {
+                        if (rank == 0) tma_load_2d_multicast(b_dst, &tmap_b, bar, k, b_row, kPairMask);
+                    } else {
+                        tma_load_2d(b_dst, &tmap_b, bar, k, b_row);
+                    }
+                    mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kSfaStage);
+                }
+            }
+            // A pair: every remote arrival on this CTA's empty barriers has landed before it exits.
+            if constexpr (kCluster > 1) {
+#pragma unroll 1
+                for (uint32_t s = 0; s < kNumStages; ++s, ++pipe)
+                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+            }
+        }
+    } else {
+        // ================================ math ====================================
+        setmaxnreg_inc<S::kMathRegs>();
+        const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / kWarpgroupThreads, 0);
+        const uint32_t warp_in_wg = warp_idx % 4;
+        const uint32_t r0 = warp_idx * 16 + lane_idx / 4;          // this thread's first row in a wave
+        const uint32_t lo_a0 = smem_desc_k128b_lo(smem_a + wg * kWgmmaM * BLOCK_K);
+        const uint32_t lo_b0 = smem_desc_k128b_lo(smem_b);
+        const uint32_t full0 = smem_addr(full_bar), empty0 = smem_addr(empty_bar);
+        // A stage read: lane r < kCluster arrives on CTA r's empty barrier (the peer's producer may
+        // multicast into this CTA's stage); with no live peer, lanes 0 and 1 both arrive here.
+        const auto release = [&](uint32_t stage, bool peer_alive) {
+            if constexpr (kCluster > 1) {
+                const uint32_t target = peer_alive ? lane_idx : rank;
+                mbarrier_arrive_cluster_if(mapa_shared(empty0 + stage * 8u, target), lane_idx < kCluster);
+            } else {
+                mbarrier_arrive_if(empty0 + stage * 8u, lane_idx == 0);
+            }
+        };
+
+        Tiles tiles(M);
+        PipelineState<kNumStages> pipe;
+        uint32_t m_block, n_block, parity = 0;
+        while (tiles.next(m_block, n_block)) {
+            const bool peer_alive = tiles.peer_alive;
+            const uint32_t n0 = n_block * BLOCK_N;
+            // The tile's Bs: row n0 / 128 into sfb[0, kNumKBlocks), the next row (where some column
+            // of the tile reaches it) into sfb[kNumKBlocks, 2 kNumKBlocks).
+            float* sfb = smem_sfb + parity * kSfbFloats;
+            parity ^= 1;
+            const uint32_t former = kUniformB ? BLOCK_N : min(BLOCK_N, BLOCK_K - n0 % BLOCK_K);   // columns
+            const bool two_rows = !kUniformB && former < min(BLOCK_N, kShapeN - n0);
+            {
+                const float* src = b_scale + static_cast<int64_t>(n0 / BLOCK_K) * sb_stride_n;
+                for (uint32_t i = threadIdx.x; i < kSfbFloats; i += S::kMathThreads) {
+                    const uint32_t row = i >= kNumKBlocks, kb = i - row * kNumKBlocks;
+                    float v = 0.0f;
+                    if (row == 0 || two_rows) v = src[row * sb_stride_n + static_cast<int64_t>(kb) * sb_stride_k];
+                    sfb[i] = v;
+                }
+            }
+            named_barrier_sync(kMathBarrier, S::kMathThreads);
+
+            const uint32_t tile_row = m_block * BLOCK_M;
+            // NOTES: a wave with no row below M still runs its wgmma on the zero-filled rows (DeepGEMM
+            // too): a branch around each wave cost the loop 4 branches per K block; it only skips
+            // its stores.
+            bool live[S::kWaves];
+#pragma unroll
+            for (uint32_t w = 0; w < S::kWaves; ++w) live[w] = tile_row + w * S::kWaveRows + wg * kWgmmaM < M;
+            float sum[S::kWaves][Mma::kNumAccum];
+#pragma unroll
+            for (uint32_t w = 0; w < S::kWaves; ++w)
+#pragma unroll
+                for (int i = 0; i < Mma::kNumAccum; ++i) sum[w][i] = 0.0f;
+
+            const auto k_loop = [&](auto former_tag) {
+                constexpr uint32_t kFormer = decltype(former_tag)::value;
+                const uint32_t former_groups = kFormer == kRuntimeFormer ? former / 8 : kFormer;
+                float accum[Mma::kNumAccum];
+#pragma unroll 8
+                for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
+                    const uint32_t stage = pipe.stage;
+                    const float sb0 = sfb[kb];
+                    const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
+                    mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                    const float* sfa = smem_sfa + stage * BLOCK_M;
+#pragma unroll
+                    for (uint32_t w = 0; w < S::kWaves; ++w) {
+                        // Read before the stage is released (the next tile's loads may land there).
+                        const float sa0 = sfa[w * S::kWaveRows + r0], sa1 = sfa[w * S::kWaveRows + r0 + 8];
+                        const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
+                        const uint32_t lo_b = lo_b0 + stage * (kBStage >> 4);
+                        wgmma_fence_operands(accum);
+                        wgmma_fence();
+#pragma unroll
+                        for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k)
+                            Mma::mma(smem_desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
+                                     smem_desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), accum, k > 0 ? 1u : 0u);
+                        wgmma_commit_group();
+                        wgmma_wait<0>();
+                        wgmma_fence_operands(accum);
+                        if (w == S::kWaves - 1) {
+                            __syncwarp();
+                            release(stage, peer_alive);
+                        }
+                        {
+                            const float s00 = sa0 * sb0, s10 = sa1 * sb0;
+                            const float s01 = sa0 * sb1, s11 = sa1 * sb1;
+#pragma unroll
+                            for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                                const bool first = kUniformB || static_cast<uint32_t>(j) < former_groups;
+                                sum[w][4 * j + 0] += (first ? s00 : s01) * accum[4 * j + 0];
+                                sum[w][4 * j + 1] += (first ? s00 : s01) * accum[4 * j + 1];
+                                sum[w][4 * j + 2] += (first ? s10 : s11) * accum[4 * j + 2];
+                                sum[w][4 * j + 3] += (first ? s10 : s11) * accum[4 * j + 3];
+                            }
+                        }
+                    }
+                }
+            };
+            // NOTES: DeepGEMM's bound: a compile-time `former` where the tile start takes at most 4
+            // positions in a Bs row (gcd(BLOCK_N, 128) >= 32); a runtime compare per accumulator
+            // group otherwise.
+            constexpr uint32_t kGap = gcd(BLOCK_N, BLOCK_K) / 8;
+            constexpr bool kFold = !kUniformB && BLOCK_K / gcd(BLOCK_N, BLOCK_K) <= 4;
+            if constexpr (kUniformB) k_loop(Former<BLOCK_N / 8>{});
+            else if constexpr (kFold) with_former<kGap, kGap, BLOCK_N / 8>(former / 8, k_loop);
+            else k_loop(Former<kRuntimeFormer>{});
+
+            // ---- epilogue: each live wave's 64 rows of this warpgroup ----
+#pragma unroll
+            for (uint32_t w = 0; w < S::kWaves; ++w) {
+                if (!live[w]) continue;
+                const uint32_t row = tile_row + w * S::kWaveRows + wg * kWgmmaM;
+                if constexpr (kTmaStore) {
+                    Staging::store_tile(&tmap_c, smem_staging + (wg * S::kWaves + w) * Staging::kBytes,
+                                        kEpilogueBarrier0 + 2 * wg + w, warp_in_wg, lane_idx, sum[w], n0, row);
+                } else {
+                    store_fragments_direct<kOut, BLOCK_N>(sum[w], out, ldc, M, kShapeN, row + warp_in_wg * 16 + lane_idx / 4,
+                                                          n0 + 2 * (lane_idx % 4));
+                }
+            }
+        }
+        if constexpr (kTmaStore) {
+            if (threadIdx.x % kWarpgroupThreads == 0) tma_store_wait_read<0>();   // staging read before exit
+        }
+    }
+#else
+    asm volatile("trap;");
+#endif
+}
+
+}  // namespace fp8gemm

@@ -1,0 +1,120 @@
+"""GPU tests of the dense mainloop (sm90_fp8_gemm_dense), forced with ``config=Dense(...)``: every
+tile height (64, 128, 256 rows: one wave, two warpgroups, two waves), widths that divide 128 and
+widths that straddle two Bs rows (48, 96, 112, 144, 160), CTA pairs sharing A or B
+(odd tile counts leave a CTA without a partner or without a tile), M / N / K tails, bf16 and fp16
+out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
+repeatable, inside NaN-poisoned buffers. As is M-major (the kernel reads it by TMA)."""
+import numpy as np
+import pytest
+
+from generators import random_case
+from test_matmul_general import FP8_NAN, check, check_bit_exact, outside, poisoned
+
+import fp8gemm
+from fp8gemm.dispatch import Dense, General
+
+pytestmark = pytest.mark.gpu
+
+
+def m_major(sa, pad_rows: int = 4):
+    """a_scale [M, KB] as an M-major view whose column stride is M rounded up to ``pad_rows``
+    (16 bytes: the TMA map's rule), as quantize_per_token_group(m_major_scales=True) writes it."""
+    import cupy
+    m, kb = sa.shape
+    mp = -(-m // pad_rows) * pad_rows
+    buf = cupy.zeros((kb, mp), dtype=cupy.float32)
+    buf[:, :m] = sa.T
+    return buf[:, :m].T
+
+
+# (block_m, block_n, stages, cluster, multicast_a, group)
+CONFIGS = [
+    (128, 128, 5, 1, 1, 8), (256, 128, 3, 2, 1, 8), (256, 128, 3, 2, 0, 8), (64, 64, 8, 1, 1, 8),
+    (64, 32, 10, 1, 1, 16), (128, 96, 5, 1, 1, 8), (128, 48, 6, 2, 1, 8), (128, 112, 5, 1, 0, 8),
+    (128, 144, 4, 1, 1, 8), (128, 160, 4, 2, 0, 16), (256, 96, 3, 2, 1, 8), (64, 144, 6, 1, 1, 8),
+    (256, 64, 4, 1, 1, 8), (64, 16, 12, 2, 1, 8),
+]
+# M tails inside a warpgroup, a wave, a second tile; N tails (not a multiple of 8 too: direct
+# stores) and N not a multiple of any width; K tails (a partial last K block).
+SHAPES = [(1, 128, 128), (100, 136, 400), (129, 256, 1024), (300, 1000, 1536), (257, 520, 2064),
+          (1000, 4096, 4096), (4100, 1544, 512), (777, 1300, 7168), (65, 300, 272)]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_forced(m, n, k, cfg):
+    case = random_case(m, n, k, seed=m + 3 * n + k)
+    out = fp8gemm.matmul(case.a, case.b, m_major(case.a_scale), case.b_scale, config=Dense(*cfg))
+    check(out, case)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", [(300, 1000, 1536), (129, 264, 4096)], ids=str)
+def test_fp16(m, n, k, cfg):
+    case = random_case(m, n, k, seed=2 * m + n + k)
+    out = fp8gemm.matmul(case.a, case.b, m_major(case.a_scale), case.b_scale, out_dtype="float16",
+                         config=Dense(*cfg))
+    check(out, case, "float16")
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[1], CONFIGS[5], CONFIGS[9]],
+                         ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_exact_dyadic(out_dtype, cfg):
+    case = random_case(300, 1000, 1040, seed=17, dyadic=True)
+    out = fp8gemm.matmul(case.a, case.b, m_major(case.a_scale), case.b_scale, out_dtype=out_dtype,
+                         config=Dense(*cfg))
+    check_bit_exact(out, case, out_dtype)
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[2], CONFIGS[6]], ids=lambda c: Dense(*c).label().replace(" ", "_"))
+def test_repeatable_and_equal_to_general(cfg):
+    """Pairs and multicast change where the operands come from, not the sums: 20 runs give the same
+    bits, and the 128-wide tiles give the general kernel's bits (the same 4 wgmma and the same
+    promotion per K block in the same order)."""
+    import cupy
+    case = random_case(2000, 4096, 2048, seed=23)
+    sa = m_major(case.a_scale)
+    first = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))).view(cupy.uint16)
+    for _ in range(20):
+        again = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))).view(cupy.uint16)
+        assert bool((again == first).all()), "not bitwise repeatable"
+    if cfg[1] == 128:
+        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=General(128, 4, 8))
+        assert bool((cupy.asarray(want).view(cupy.uint16) == first).all()), "differs from the general kernel"
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[1], CONFIGS[5]], ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k,pad", [(200, 300, 1040, 24), (200, 300, 1040, 20), (300, 136, 512, 24),
+                                       (130, 1000, 256, 24)], ids=str)
+def test_nan_poisoned_borders(m, n, k, pad, cfg):
+    """Inputs and output inside NaN-filled buffers; the As buffer's padding rows are NaN too."""
+    import cupy
+    import torch
+    case = random_case(m, n, k, seed=5)
+    a, _ = poisoned(case.a, FP8_NAN, pad_cols=32)
+    b, _ = poisoned(case.b, FP8_NAN, pad_cols=32)
+    sb, _ = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)
+    kb = case.a_scale.shape[1]
+    sa_buf = cupy.full((kb + 2, m + 12), np.nan, dtype=cupy.float32)
+    sa_buf[1:1 + kb, 4:4 + m] = case.a_scale.T
+    sa = sa_buf[1:1 + kb, 4:4 + m].T
+    buf = torch.full((m + 2, n + pad), float("nan"), dtype=torch.bfloat16, device="cuda")
+    view = buf[1:1 + m, 8:8 + n]
+    assert fp8gemm.matmul(a, b, sa, sb, out=view, config=Dense(*cfg)) is view
+    check(view, case)
+    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
+
+
+def test_refused():
+    """A K-major a_scale (TMA cannot read a tile's column of it), fp32 out, widths the kernel has
+    no wgmma for, whose tile would reach three Bs rows, or whose sums would not fit the registers."""
+    case = random_case(256, 512, 1024, seed=1)
+    with pytest.raises(ValueError, match="M-major"):
+        fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Dense())
+    sa = m_major(case.a_scale)
+    for cfg, dt in ((Dense(), "float32"), (Dense(128, 200), "bfloat16"), (Dense(128, 12), "bfloat16"),
+                    (Dense(128, 192), "bfloat16"), (Dense(256, 160, 2), "bfloat16"),
+                    (Dense(96, 128), "bfloat16"), (Dense(256, 128, 3, 2, 1, 7), "bfloat16")):
+        with pytest.raises(ValueError, match="not valid"):
+            fp8gemm.matmul(case.a, case.b, sa, case.b_scale, out_dtype=dt, config=cfg)
