@@ -125,7 +125,6 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(!kWindow || (SmemLayout::kTileBytes + (kTmaStore ? kConsumers * Staging::kBytes : 0u)) % 1024 == 0,
                   "the swizzled As windows need a 1024-byte aligned hold");
     const Windows windows{smem.hold};
-    volatile uint32_t* last_split_flag = smem.flags;
     uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
 
     const uint32_t warp_idx = warp_idx_uniform();
@@ -604,10 +603,10 @@ sm90_fp8_gemm_general_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // ---- split-K: publish this split's partial; the last split of the tile reduces ----
             if (!kSwiGLU && w.num_splits > 1) {
                 const bool has_rows = row0 < M;
-                split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
-                                                                        w.ws_slot, w.split_idx, w.num_splits, has_rows,
-                                                                        consumer_tid, last_split_flag, kConsumerBarrier);
-                if (*last_split_flag == 0) continue;             // another split finishes the tile
+                if (!split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
+                                                                             w.ws_slot, w.split_idx, w.num_splits,
+                                                                             has_rows, consumer_tid, kConsumerBarrier))
+                    continue;                                    // another split finishes the tile
                 split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.ws_slot, w.num_splits, has_rows,
                                                                     consumer_tid);
             }
