@@ -290,6 +290,28 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                                                                        w2, w2_scale)
 
 
+def _check_axes(mesh, **axes) -> None:
+    """Each named mesh axis exists (else a ValueError naming the argument and the mesh's axes)."""
+    names = tuple(getattr(mesh, "axis_names", ()))
+    for arg, axis in axes.items():
+        if axis is not None and axis not in names:
+            raise ValueError(f"{arg}={axis!r} is not an axis of the mesh; its axes are {names}")
+
+
+def _as_specs(mesh, arrays, specs):
+    """The arrays laid out as shard_map's in_specs say. A mesh with Explicit axes (jax.make_mesh's
+    default) makes shard_map refuse inputs whose sharding differs from in_specs: reshard them
+    (a no-op for arrays already laid out so). Auto axes: shard_map reshards by itself."""
+    import jax
+
+    types = getattr(mesh, "axis_types", ())
+    explicit = getattr(getattr(jax.sharding, "AxisType", None), "Explicit", None)
+    if explicit is None or not any(t == explicit for t in types):
+        return arrays
+    from jax.sharding import NamedSharding
+    return [jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs)]
+
+
 def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis, x_scale=None, limit=10.0,
            capacity=None, local_layer=None):
     """The MoE layer with its experts spread over mesh axis ``axis`` (jax.shard_map), tokens
@@ -303,6 +325,7 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis,
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
+    _check_axes(mesh, axis=axis)
     world = mesh.shape[axis]
     layer = local_layer or (lambda *a, x_scale, limit: moe(*a, x_scale=x_scale, limit=limit))
     quantize_here = x_scale is None
@@ -342,13 +365,12 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis,
             acc = acc + wts[:, j, None].astype(jnp.float32) * y_pair[:, j]
         return acc.astype(jnp.bfloat16)
 
-    f = jax.shard_map(shard, mesh=mesh,
-                      in_specs=(P(axis, None), P(axis, None), P(axis, None), P(axis, None), P(axis, None, None),
-                                P(axis, None, None), P(axis, None, None), P(axis, None, None)),
-                      out_specs=P(axis, None), check_vma=False)
+    in_specs = (P(axis, None), P(axis, None), P(axis, None), P(axis, None), P(axis, None, None),
+                P(axis, None, None), P(axis, None, None), P(axis, None, None))
+    f = jax.shard_map(shard, mesh=mesh, in_specs=in_specs, out_specs=P(axis, None), check_vma=False)
     if quantize_here:       # a placeholder for x_scale, sharded like x (the shard quantizes)
         x_scale = jnp.zeros((x.shape[0], 1), jnp.float32)
-    return f(x, x_scale, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale)
+    return f(*_as_specs(mesh, (x, x_scale, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale), in_specs))
 
 
 def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):
@@ -358,13 +380,17 @@ def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, o
     no all-gather of A, B or their scales. a [M, K] with a_scale [M, ceil(K/128)]; b [N, K] with
     b_scale [ceil(N/128), ceil(K/128)]; returns [M, N] sharded (tokens, weights). Each weight
     shard must hold whole 128-row scale blocks (N / shards a multiple of 128), and M must divide
-    by the token shards."""
+    by the token shards. Either mesh works: ``Mesh(...)`` (Auto axes) or ``jax.make_mesh``
+    (Explicit axes; inputs laid out otherwise are resharded to the specs first)."""
     import jax
     from jax.sharding import PartitionSpec as P
 
     def size(axis):
         return 1 if axis is None else mesh.shape[axis]
 
+    _check_axes(mesh, tokens=tokens, weights=weights)
+    if tokens is not None and tokens == weights:
+        raise ValueError(f"tokens and weights must be different mesh axes; both are {tokens!r}")
     if len(getattr(a, "shape", ())) != 2:
         raise ValueError(f"a must have shape [M, K] for sharded_matmul; got {getattr(a, 'shape', None)}")
     m, n = a.shape[0], b.shape[0]
@@ -373,7 +399,7 @@ def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, o
     if n % (128 * size(weights)):
         raise ValueError(f"N = {n} must be a multiple of 128 x the {size(weights)} weight shards of mesh axis "
                          f"{weights!r}: each shard needs whole 128-row blocks of b_scale")
+    in_specs = (P(tokens, None), P(weights, None), P(tokens, None), P(weights, None))
     f = jax.shard_map(lambda a_, b_, sa_, sb_: matmul(a_, b_, sa_, sb_, out_dtype=out_dtype), mesh=mesh,
-                      in_specs=(P(tokens, None), P(weights, None), P(tokens, None), P(weights, None)),
-                      out_specs=P(tokens, weights), check_vma=False)
-    return f(a, b, a_scale, b_scale)
+                      in_specs=in_specs, out_specs=P(tokens, weights), check_vma=False)
+    return f(*_as_specs(mesh, (a, b, a_scale, b_scale), in_specs))

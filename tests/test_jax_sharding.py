@@ -66,3 +66,42 @@ SCRIPT = textwrap.dedent('''
 def test_sharded_matmul_runs_per_shard_without_collectives(tmp_path):
     res = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0 and "OK" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
+
+
+MAKE_MESH_SCRIPT = SCRIPT.split("    mesh = Mesh(")[0] + textwrap.dedent('''
+    mesh = jax.make_mesh((2, 2), ("data", "model"))          # Explicit axes where JAX makes them so
+    m, n, k = 64, 512, 384
+    rng = np.random.default_rng(0)
+    a8 = reference.quantize_per_token_group(rng.standard_normal((m, k)).astype(np.float32))
+    b8 = reference.quantize_per_block(rng.standard_normal((n, k)).astype(np.float32) * 0.05)
+    args = [jnp.asarray(v) for v in (a8[0], b8[0], a8[1], b8[1])]          # unsharded inputs
+    want = reference.matmul(a8[0], b8[0], a8[1], b8[1])
+    for f in (lambda *x: fj.sharded_matmul(*x, mesh=mesh, tokens="data", weights="model"),
+              jax.jit(lambda *x: fj.sharded_matmul(*x, mesh=mesh, tokens="data", weights="model"))):
+        out = f(*args)
+        assert out.sharding.spec == P("data", "model"), out.sharding
+        got = np.asarray(out).astype(np.float64)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
+    for kw, said in (({"tokens": "dat", "weights": "model"}, "tokens='dat' is not an axis of the mesh"),
+                     ({"tokens": "data", "weights": "mdl"}, "weights='mdl' is not an axis of the mesh"),
+                     ({"tokens": "data", "weights": "data"}, "different mesh axes")):
+        try:
+            fj.sharded_matmul(*args, mesh=mesh, **kw)
+        except ValueError as exc:
+            assert said in str(exc), str(exc)
+        else:
+            raise AssertionError(kw)
+    try:
+        fj.moe_ep(*args, *args[:3], mesh=mesh, axis="ep")
+    except ValueError as exc:
+        assert "axis='ep' is not an axis of the mesh" in str(exc), str(exc)
+    print("OK")
+''')
+
+
+def test_sharded_matmul_takes_make_mesh_and_unsharded_inputs(tmp_path):
+    """jax.make_mesh's Explicit axes refuse inputs laid out otherwise than in_specs: sharded_matmul
+    reshards them; a wrong axis name is a ValueError naming the mesh's axes, not a KeyError."""
+    res = subprocess.run([sys.executable, "-c", MAKE_MESH_SCRIPT], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0 and "OK" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
