@@ -146,15 +146,29 @@ def _dtype_name(x) -> str:
     return "none" if dt is None else str(dt)
 
 
+def not_on_gpu_message(target: str) -> str:
+    return (f"{target} runs fp8gemm's kernels on an NVIDIA SM90 GPU (H100 / H200), and this computation was "
+            f"placed on the CPU: put its arrays on the GPU (jax.device_put(x, jax.devices('gpu')[0]), or "
+            f"jax.default_device), with a CUDA build of jaxlib (pip install \"jax[cuda13]\" or \"jax[cuda12]\")")
+
+
+def _register(target: str, fn, **kw) -> None:
+    """``fn`` as the CUDA target, and on the CPU a handler that says the call needs the GPU (XLA's
+    own error would be "No FFI handler registered for ... on a platform Host")."""
+    xla_ffi.register(target, fn, "CUDA", **kw)
+
+    def refuse(call, message=not_on_gpu_message(target)):
+        raise ValueError(message)
+    xla_ffi.register(target, refuse, "cpu")
+
+
 def register() -> None:
     """Register the CUDA FFI targets (idempotent; each function does it on first use)."""
-    xla_ffi.register(TARGET, _execute, "CUDA", command_buffer_compatible=True)
+    _register(TARGET, _execute, command_buffer_compatible=True)
     for masked, target in GROUPED_TARGETS.items():
-        xla_ffi.register(target, lambda call, masked=masked: _execute_grouped(call, masked), "CUDA",
-                         command_buffer_compatible=True)
+        _register(target, lambda call, masked=masked: _execute_grouped(call, masked), command_buffer_compatible=True)
     for kind, target in QUANT_TARGETS.items():
-        xla_ffi.register(target, lambda call, kind=kind: _execute_quant(call, kind), "CUDA",
-                         command_buffer_compatible=True)
+        _register(target, lambda call, kind=kind: _execute_quant(call, kind), command_buffer_compatible=True)
 
 
 def _specs(**arrays):
@@ -284,7 +298,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                    w2=w2, w2_scale=w2_scale)
     t, hidden = check_moe_signature(*specs)
     target = moe_target(limit)
-    xla_ffi.register(target, lambda call, limit=limit: _execute_moe(call, limit), "CUDA")
+    _register(target, lambda call, limit=limit: _execute_moe(call, limit))
     result = jax.ShapeDtypeStruct((t, hidden), jnp.bfloat16)
     return jax.ffi.ffi_call(target, result, vmap_method="sequential")(x, x_scale, ids, topk_weights, w1, w1_scale,
                                                                        w2, w2_scale)

@@ -189,7 +189,7 @@ def _error(api_ptr, message: str, code: int) -> int:
     return _ERROR_CREATE(api.Error_Create)(ctypes.byref(args)) or 0
 
 
-_handlers = {}    # name -> the ctypes callback (it must outlive every XLA executable using it)
+_handlers = {}    # (name, platform) -> the ctypes callback (it must outlive every XLA executable using it)
 
 
 def make_handler(fn, command_buffer_compatible: bool = False):
@@ -221,11 +221,12 @@ def make_handler(fn, command_buffer_compatible: bool = False):
 
 
 def register(name: str, fn, platform: str, command_buffer_compatible: bool = False) -> None:
-    """Register ``fn`` as the FFI target ``name`` on ``platform`` ("cpu" or "CUDA"), once."""
-    if name in _handlers:
+    """Register ``fn`` as the FFI target ``name`` on ``platform`` ("cpu" or "CUDA"), once per
+    platform."""
+    if (name, platform.lower()) in _handlers:
         return
     import jax
 
     cfunc = make_handler(fn, command_buffer_compatible)
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(cfunc), platform=platform)
-    _handlers[name] = cfunc
+    _handlers[name, platform.lower()] = cfunc

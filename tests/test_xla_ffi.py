@@ -276,3 +276,17 @@ def test_moe_under_jit_shapes_lowering_and_rules():
     fp8 = _moe_operands(x_dtype=jnp.float8_e4m3fn)
     with pytest.raises(ValueError, match=re.escape("x_scale must be float32 [T, ceil(H/128)] = (16, 8)")):
         jax.eval_shape(lambda *a: fj.moe(*a, x_scale=jnp.ones((16, 4), jnp.float32)), *fp8)
+
+
+def test_a_call_placed_on_the_cpu_says_it_needs_the_gpu():
+    """XLA's own error was "No FFI handler registered for fp8gemm_matmul on a platform Host"."""
+    import fp8gemm.jax as fj
+    a = jnp.zeros((4, 128), jnp.float8_e4m3fn)
+    b = jnp.zeros((128, 128), jnp.float8_e4m3fn)
+    sa, sb = jnp.ones((4, 1), jnp.float32), jnp.ones((1, 1), jnp.float32)
+    for f in (fj.matmul, jax.jit(fj.matmul)):
+        with pytest.raises(Exception, match="fp8gemm_matmul runs fp8gemm's kernels on an NVIDIA SM90 GPU.*placed on "
+                                            "the CPU: put its arrays on the GPU"):
+            jax.block_until_ready(f(a, b, sa, sb))
+    with pytest.raises(Exception, match="fp8gemm_quantize_per_token_group runs fp8gemm's kernels on an NVIDIA"):
+        jax.block_until_ready(jax.jit(fj.quantize_per_token_group)(jnp.ones((4, 128), jnp.float32)))
