@@ -10,6 +10,7 @@ import cupy
 import numpy as np
 
 import fp8gemm
+from fp8gemm.hw import require_gpu
 from fp8gemm import reference
 
 
@@ -19,6 +20,7 @@ def device_weight(rng, n, k):
 
 
 def main():
+    require_gpu("examples/cupy_pipeline.py")  # says what is missing, without a traceback
     rng = np.random.default_rng(0)
     t, h, i = 200, 2048, 3072
     w1, s1 = device_weight(rng, i, h)

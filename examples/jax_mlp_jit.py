@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import fp8gemm
+from fp8gemm.hw import require_gpu
 import fp8gemm.jax as fj
 
 T, H, I = 64, 1024, 2048          # tokens, hidden, intermediate
@@ -35,6 +36,7 @@ def mlp(x, w1, s1, w2, s2):
 
 
 def main():
+    require_gpu("examples/jax_mlp_jit.py", "jax")  # says what is missing, without a traceback
     rng = np.random.default_rng(0)
     x = rng.standard_normal((T, H)).astype(np.float32)
     w1, s1 = fp8gemm.quantize_per_block(rng.standard_normal((I, H)).astype(np.float32) / np.sqrt(H))

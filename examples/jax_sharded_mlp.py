@@ -15,6 +15,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import fp8gemm
+from fp8gemm.hw import require_gpu
 import fp8gemm.jax as fj
 from jax_mlp_jit import quantize              # the same per-1x128 jnp quantizer (examples/ is on sys.path)
 
@@ -22,6 +23,7 @@ H, I = 1024, 2048                 # hidden, intermediate
 
 
 def main():
+    require_gpu("examples/jax_sharded_mlp.py", "jax")  # says what is missing, without a traceback
     devices = jax.devices()
     mesh = Mesh(np.array(devices), ("data",))
     tokens = 64 * len(devices)

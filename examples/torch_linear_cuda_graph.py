@@ -10,6 +10,7 @@ import sys
 import torch
 
 import fp8gemm
+from fp8gemm.hw import require_gpu
 
 
 class FP8Linear(torch.nn.Module):
@@ -30,6 +31,7 @@ class FP8Linear(torch.nn.Module):
 
 
 def main():
+    require_gpu("examples/torch_linear_cuda_graph.py", "torch")  # says what is missing, without a traceback
     torch.manual_seed(0)
     lin = torch.nn.Linear(4096, 2048, device="cuda", dtype=torch.bfloat16)
     fp8 = FP8Linear(lin)

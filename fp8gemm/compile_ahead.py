@@ -72,7 +72,13 @@ def precompile(shapes=None, *, nk=None, m=None, out_dtype: str = "bfloat16", wor
     """Compile the kernels fp8gemm.matmul will pick for ``shapes`` [(M, N, K), ...] (or the (N, K)
     pairs ``nk`` of a model at the token counts ``m``; default: the built-in trace) on the
     current GPU, in ``workers`` processes, with a progress bar on stderr. Returns {"shapes",
-    "kernels", "seconds", "workers", "failed": {kernel at M x N x K: why}}."""
+    "kernels", "seconds", "workers", "failed": {kernel at M x N x K: why}}. RuntimeError where no
+    SM90 GPU answers (it compiles for the GPU it runs on)."""
+    from .hw import gpu_problem
+    problem = gpu_problem()
+    if problem:
+        raise RuntimeError(f"fp8gemm.precompile compiles the kernels for this machine's SM90 GPU: {problem}. Run it "
+                           f"where the kernels will run (python -m fp8gemm lists what is missing)")
     import cupy
 
     from .launcher import gpu_key, sm_count

@@ -47,6 +47,47 @@ def gpu_key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum()) or "unknown"
 
 
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split())
+
+
+def gpu_problem(framework: str | None = None) -> str | None:
+    """Why fp8gemm's kernels cannot run here (no CuPy, no CUDA GPU, GPU 0 not SM90; with
+    ``framework`` "torch" or "jax", that framework sees no GPU), or None. Quick: nothing compiles."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return f"{CUPY_MISSING} ({_one_line(exc)})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:          # noqa: BLE001 - CuPy's CUDARuntimeError and driver errors alike
+        return f"CUDA sees no GPU here ({_one_line(exc)})"
+    if not count:
+        return "CUDA sees no GPU here"
+    p = cupy.cuda.runtime.getDeviceProperties(0)
+    if (p["major"], p["minor"]) != (9, 0):
+        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+        return f"GPU 0 is {name} (compute capability {p['major']}.{p['minor']}); fp8gemm's kernels need SM90 (H100 / H200)"
+    if framework == "torch":
+        import torch
+        if not torch.cuda.is_available():
+            return f"this torch ({torch.__version__}) sees no CUDA GPU: install a CUDA build of PyTorch"
+    if framework == "jax":
+        import jax
+        if jax.default_backend() != "gpu":
+            return (f"JAX runs on {jax.default_backend()}, not the GPU: install a CUDA build of jaxlib "
+                    f"(pip install \"jax[cuda13]\" or \"jax[cuda12]\")")
+    return None
+
+
+def require_gpu(what: str, framework: str | None = None) -> None:
+    """Exit (SystemExit, status 1) with what is missing unless fp8gemm's kernels can run here."""
+    problem = gpu_problem(framework)
+    if problem:
+        raise SystemExit(f"{what} needs an SM90 GPU: {problem}. (python -m fp8gemm lists what is missing.)")
+
+
 _checked_devices = set()
 
 

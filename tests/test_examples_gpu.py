@@ -24,3 +24,15 @@ def test_example_runs_and_checks_itself(name):
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-4000:]
     assert res.stdout.startswith("ok"), log[-4000:]
+
+
+def test_examples_without_a_gpu_say_what_is_missing():
+    """CPU: each example exits 1 with one line naming what is missing, not a traceback."""
+    from fp8gemm.hw import gpu_problem
+    if gpu_problem() is None:
+        pytest.skip("an SM90 GPU is here: the examples run (test_example_runs_and_checks_itself)")
+    for name in EXAMPLES:
+        res = subprocess.run([sys.executable, str(REPO / "examples" / name)], capture_output=True, text=True,
+                             timeout=300, cwd=REPO / "examples")
+        assert res.returncode == 1, (name, res.stderr[-2000:])
+        assert "Traceback" not in res.stderr and f"examples/{name} needs an SM90 GPU" in res.stderr, res.stderr[-2000:]

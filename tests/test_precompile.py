@@ -56,3 +56,12 @@ def test_library_worker_runs_named_builders(tmp_path, monkeypatch):
                           worker_args=("record_builders:BUILDERS",))
     assert report["crashed"] == {} and report["raised"] == {}
     assert (tmp_path / "seen.txt").read_text().split() == ["0", "1", "2"]
+
+
+def test_without_a_gpu_precompile_says_what_is_missing():
+    from fp8gemm.hw import gpu_problem
+    problem = gpu_problem()
+    if problem is None:
+        pytest.skip("an SM90 GPU is here: precompile runs (tests/test_precompile_gpu.py)")
+    with pytest.raises(RuntimeError, match="fp8gemm.precompile compiles the kernels for this machine's SM90 GPU"):
+        fp8gemm.precompile(nk=[(4096, 4096)], m=[1], progress=False)
