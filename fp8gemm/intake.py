@@ -81,6 +81,10 @@ def _torch_dtype_name(dt) -> str:
 
 def _from_torch(x, name: str) -> Tensor:
     dev = x.device
+    if dev.type == "meta":
+        raise ValueError(f"{name} is a meta tensor (a shape without data): fp8gemm's eager functions need CUDA "
+                         f"tensors; for tracing, call the torch.ops.fp8gemm operators (import fp8gemm.torch_ops), "
+                         f"whose fake kernels take meta and fake tensors")
     device = dev.index if dev.type == "cuda" else None
     if dev.type == "cuda" and device is None:
         import torch

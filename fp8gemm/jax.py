@@ -290,8 +290,9 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     import jax
     import jax.numpy as jnp
 
-    from .moe_layer import check_moe_signature
+    from .moe_layer import check_moe_signature, check_unscaled_x
     if x_scale is None:
+        check_unscaled_x(_dtype_name(x))
         x, x_scale = quantize_per_token_group(x)
     ids = topk_ids.astype(jnp.int32) if _dtype_name(topk_ids) == "int64" else topk_ids
     specs = _specs(x=x, x_scale=x_scale, topk_ids=ids, topk_weights=topk_weights, w1=w1, w1_scale=w1_scale,

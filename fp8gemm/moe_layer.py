@@ -119,6 +119,7 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     framework = framework_of(x)
     stream_for = output.stream_for_framework(framework)
     if x_scale is None:
+        check_unscaled_x(str(getattr(x, "dtype", "")).replace("torch.", ""))
         x, x_scale = quantize_per_token_group(x)
     tx = intake(x, "x", stream_for)
     txs = intake(x_scale, "x_scale", stream_for)
@@ -240,6 +241,13 @@ def _contiguous(t, name):
         raise ValueError(f"{name} must be contiguous (row-major); got strides {t.strides} for shape {t.shape}")
 
 
+def check_unscaled_x(dtype: str) -> None:
+    """Without x_scale the layer quantizes x, so x must not be FP8 already."""
+    if dtype in FP8_DTYPES:
+        raise TypeError(f"x is FP8 ({dtype}) but x_scale is None: pass its per-token-group scales as x_scale=, "
+                        f"or a bfloat16 / float16 / float32 x for the layer to quantize")
+
+
 def check_moe_shapes(tx, txs, ids, wts, tw1, tw2) -> tuple:
     """The layer's dtype and shape rules (arguments: intake Tensors or ArraySpecs; the grouped
     GEMMs check the weights' and scales' layouts): returns (T, H, k, E, I). Eager calls and the
@@ -268,6 +276,9 @@ def check_moe_shapes(tx, txs, ids, wts, tw1, tw2) -> tuple:
     if inter % 128 or inter == 0:
         raise ValueError(f"I (w1.shape[1] / 2) must be a positive multiple of 128; got {inter}")
     if tw2.shape != (experts, hidden, inter):
+        if tw2.shape[1] == hidden:      # w2 agrees with x: w1 and w2 disagree on E or I
+            raise ValueError(f"w1 [E, 2I, H] and w2 [E, H, I] disagree: w1 {tw1.shape} has E = {experts}, "
+                             f"I = {inter}; w2 {tw2.shape} has E = {tw2.shape[0]}, I = {tw2.shape[2]}")
         raise ValueError(f"w2 must be [E, H, I] = {(experts, hidden, inter)}; got {tw2.shape}")
     if not 1 <= experts <= MAX_GROUPS:
         raise ValueError(f"E must be 1..{MAX_GROUPS}; got {experts}")

@@ -176,10 +176,11 @@ def _moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1
 
 @_moe.register_fake
 def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=None):
-    from .moe_layer import check_moe_signature
+    from .moe_layer import check_moe_signature, check_unscaled_x
 
     if x_scale is None:
         # the layer quantizes x first: the quantizer's rule, then x as its FP8 result
+        check_unscaled_x(str(x.dtype).replace("torch.", ""))
         _check_quantizer_input(x)
         sx = ArraySpec("x", "float8_e4m3fn", tuple(x.shape))
         sxs = ArraySpec("x_scale", "float32", tuple(x.shape[:-1]) + (-(-x.shape[-1] // GROUP),))
@@ -233,9 +234,11 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, bias=None):
     return _add_bias(torch.ops.fp8gemm.matmul(a, b, a_scale, b_scale, _out_dtype(out_dtype)), bias)
 
 
-def w8a8_block_fp8_matmul(A, B, As, Bs, block_size=(128, 128), output_dtype=torch.bfloat16, bias=None):
-    """vLLM's ``w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype)``: A [..., K] FP8,
-    B [N, K] FP8, As [..., K / 128], Bs [N / 128, K / 128]; block_size must be [128, 128]."""
+def w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16, *, bias=None):
+    """vLLM's ``w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16)``, its
+    defaults included (block_size required, float16 out): A [..., K] FP8, B [N, K] FP8,
+    As [..., K / 128], Bs [N / 128, K / 128]; block_size must be [128, 128]. ``bias`` (keyword
+    only) is fp8gemm's addition."""
     check_block_size(tuple(block_size) if isinstance(block_size, list) else block_size)
     return matmul(A, B, As, Bs, out_dtype=output_dtype, bias=bias)
 

@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the torch operators are not tested")
 
+import fp8gemm  # noqa: E402
 import fp8gemm.torch_ops as ops  # noqa: E402
 
 E4M3 = torch.float8_e4m3fn
@@ -254,11 +255,15 @@ def test_moe_fake_shape():
 
 
 @pytest.mark.parametrize("case,exc,message", [
-    ("fp8_no_scale", TypeError, "x must be bfloat16, float16 or float32 (got float8_e4m3fn)"),
+    ("fp8_no_scale", TypeError, "x is FP8 (float8_e4m3fn) but x_scale is None: pass its per-token-group scales as "
+                                "x_scale="),
     ("ids_dtype", TypeError, "topk_ids must be int32 or int64; got dtype float32"),
     ("weights_shape", ValueError, "topk_weights must have topk_ids' shape (16, 2); got (16, 3)"),
     ("inter", ValueError, "I (w1.shape[1] / 2) must be a positive multiple of 128; got 100"),
-    ("w2_shape", ValueError, "w2 must be [E, H, I] = (8, 1024, 256); got (8, 1024, 128)"),
+    ("w2_shape", ValueError, "w1 [E, 2I, H] and w2 [E, H, I] disagree: w1 (8, 512, 1024) has E = 8, I = 256; "
+                             "w2 (8, 1024, 128) has E = 8, I = 128"),
+    ("w1_shape", ValueError, "w1 [E, 2I, H] and w2 [E, H, I] disagree: w1 (4, 512, 1024) has E = 4"),
+    ("w2_hidden", ValueError, "w2 must be [E, H, I] = (8, 1024, 256); got (8, 512, 256)"),
     ("w1_scale", ValueError, "b_scale must have shape (G, ceil(N/128), ceil(K/128)) = (8, 4, 8); got (8, 4, 4)"),
     ("x_scale", ValueError, "x_scale must be float32 [T, ceil(H/128)] = (16, 8); got float32 (16, 4)"),
 ])
@@ -276,6 +281,10 @@ def test_moe_fake_raises_the_eager_messages(case, exc, message):
         args["w1_scale"] = torch.empty(8, 2, 8, dtype=torch.float32, device="meta")
     elif case == "w2_shape":
         args["w2"] = torch.empty(8, 1024, 128, dtype=E4M3, device="meta")
+    elif case == "w1_shape":
+        args["w1"] = torch.empty(4, 512, 1024, dtype=E4M3, device="meta")
+    elif case == "w2_hidden":
+        args["w2"] = torch.empty(8, 512, 256, dtype=E4M3, device="meta")
     elif case == "w1_scale":
         args["w1_scale"] = torch.empty(8, 4, 4, dtype=torch.float32, device="meta")
     elif case == "x_scale":
@@ -328,3 +337,21 @@ def test_deepgemm_grouped_forms_trace():
     am, bm, sam, sbm, counts = grouped_operands(masked=True)
     dm = torch.empty(4, 300, 512, dtype=torch.bfloat16, device="meta")
     assert ops.m_grouped_fp8_gemm_nt_masked((am, sam), (bm, sbm), dm, counts, 64) is dm
+
+
+def test_vllm_adapter_has_vllms_signature_and_defaults():
+    """vLLM: w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16)."""
+    import inspect
+    params = inspect.signature(ops.w8a8_block_fp8_matmul).parameters
+    assert list(params)[:6] == ["A", "B", "As", "Bs", "block_size", "output_dtype"]
+    assert params["block_size"].default is inspect.Parameter.empty
+    assert params["output_dtype"].default is torch.float16
+    assert params["bias"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_eager_call_on_meta_tensors_says_meta_not_cpu():
+    a = torch.empty(16, 256, dtype=E4M3, device="meta")
+    b = torch.empty(256, 256, dtype=E4M3, device="meta")
+    sa, sb = torch.empty(16, 2, device="meta"), torch.empty(2, 2, device="meta")
+    with pytest.raises(ValueError, match="a is a meta tensor .*call the torch.ops.fp8gemm operators"):
+        fp8gemm.matmul(a, b, sa, sb)
