@@ -267,7 +267,8 @@ def test_moe_under_jit_shapes_lowering_and_rules():
     assert fj.moe_target(None) in no_clamp and fj.moe_target(None) != fj.moe_target(10.0)
     bad = list(args)
     bad[5] = jax.ShapeDtypeStruct((8, 1024, 128), jnp.float8_e4m3fn)
-    with pytest.raises(ValueError, match=re.escape("w2 must be [E, H, I] = (8, 1024, 256); got (8, 1024, 128)")):
+    with pytest.raises(ValueError, match=re.escape("w1 [E, 2I, H] and w2 [E, H, I] disagree: w1 (8, 512, 1024) has E = 8, I = 256; "
+                                                "w2 (8, 1024, 128) has E = 8, I = 128")):
         jax.eval_shape(fj.moe, *bad)
     bad = list(args)
     bad[2] = jax.ShapeDtypeStruct((16, 2), jnp.bfloat16)
