@@ -436,6 +436,14 @@ def main(argv=None) -> int:
         raise SystemExit("fp8gemm-bench: --timer graph is wired for the GEMM trace only; --moe times by CUPTI")
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
+    if args.plot and args.moe:
+        raise SystemExit("fp8gemm-bench: --plot draws the GEMM trace's speedups; --moe writes no plot (drop --plot)")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - found missing now, not after the run
+        except ImportError as exc:
+            raise SystemExit(f"fp8gemm-bench: --plot needs matplotlib ({exc}): pip install matplotlib "
+                             f"(the bench extra brings it)") from exc
     shapes = resolve_shapes(args)
     require_gpu("fp8gemm-bench")
     if args.moe:
@@ -505,7 +513,7 @@ def main(argv=None) -> int:
     elif args.json:
         report.write_json(meta, rows, args.json)
     if args.plot:
-        report.plot(rows, args.plot)
+        report.plot(rows, args.plot, report.plot_title(meta["environment"].get("gpu"), args.timer))
     return 0
 
 

@@ -187,7 +187,13 @@ def _sci(v):
     return "" if v is None else f"{v:.1e}"
 
 
-def plot(rows, path) -> None:
+def plot_title(gpu: str | None, timer: str = "cupti") -> str:
+    """The plot's title: the GPU that ran and the timer that timed."""
+    how = "CUDA-graph replay" if timer == "graph" else "CUPTI device time"
+    return f"fp8gemm speedup over peers vs M ({gpu or 'unknown GPU'}, L2 cold, {how})"
+
+
+def plot(rows, path, title: str | None = None) -> None:
     """Speedup over each peer versus M, one panel per (N, K), log-x, a line at 1.0."""
     import matplotlib
     matplotlib.use("Agg")
@@ -211,7 +217,7 @@ def plot(rows, path) -> None:
         ax.axis("off")
     axes.flat[0].set_ylabel("speedup (peer / fp8gemm)")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle("fp8gemm speedup over peers vs M (H200, L2 cold, CUPTI device time)")
+    fig.suptitle(title or plot_title(None))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -211,3 +211,24 @@ def test_a_scale_layout_option():
     mm = cli.m_major_copy(sa)
     assert mm.shape == sa.shape and bool((mm == sa).all())
     assert mm.stride() == (1, 8) and mm.data_ptr() % 16 == 0
+
+
+def test_plot_with_moe_is_refused_up_front():
+    from fp8gemm.bench import cli
+    with pytest.raises(SystemExit, match="--moe writes no plot"):
+        cli.main(["--moe", "--plot", "moe.png"])
+
+
+def test_missing_matplotlib_is_found_before_the_run(monkeypatch):
+    import sys
+    from fp8gemm.bench import cli
+    monkeypatch.setitem(sys.modules, "matplotlib", None)             # import matplotlib fails
+    with pytest.raises(SystemExit, match="--plot needs matplotlib"):
+        cli.main(["--quick", "--plot", "trace.png"])
+
+
+def test_plot_title_names_the_gpu_and_timer():
+    from fp8gemm.bench import report
+    assert "NVIDIA H100 80GB HBM3" in report.plot_title("NVIDIA H100 80GB HBM3")
+    assert "H200" not in report.plot_title("NVIDIA H100 80GB HBM3", "graph")
+    assert "CUDA-graph replay" in report.plot_title("NVIDIA H200", "graph")
