@@ -28,6 +28,8 @@ GEMMs and the MoE layer in the eager forms, and DeepGEMM's grouped forms
 """
 from __future__ import annotations
 
+import logging
+import os
 from typing import Optional
 
 import torch
@@ -39,6 +41,25 @@ from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm
 _OUT_TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _IN_TYPES = ("bfloat16", "float16", "float32")
 GROUP = 128
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class _OwnRuleErrors(logging.Filter):
+    """torch's fake-tensor mode logs every TypeError a fake kernel raises (an ERROR record with the
+    whole traceback, ~30 lines) and then re-raises it. Ours are the rules' messages, which the
+    caller gets as the exception: drop the log record of a TypeError raised in fp8gemm's code."""
+
+    def filter(self, record) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, TypeError):
+            return True
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb is None or not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+logging.getLogger("torch._subclasses.fake_tensor").addFilter(_OwnRuleErrors())
 
 
 def _spec(t: torch.Tensor, name: str) -> ArraySpec:

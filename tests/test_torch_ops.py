@@ -355,3 +355,21 @@ def test_eager_call_on_meta_tensors_says_meta_not_cpu():
     sa, sb = torch.empty(16, 2, device="meta"), torch.empty(2, 2, device="meta")
     with pytest.raises(ValueError, match="a is a meta tensor .*call the torch.ops.fp8gemm operators"):
         fp8gemm.matmul(a, b, sa, sb)
+
+
+def test_a_rule_error_under_fake_tensors_is_not_also_logged():
+    """torch's fake mode logged ours as "fake tensor raised TypeError" with a ~30-line traceback."""
+    import subprocess
+    import sys
+    code = ("import torch, fp8gemm.torch_ops as ops\n"
+            "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+            "with FakeTensorMode():\n"
+            "    a = torch.empty(16, 256, dtype=torch.bfloat16, device='meta')\n"
+            "    b = torch.empty(256, 256, dtype=torch.float8_e4m3fn, device='meta')\n"
+            "    try:\n"
+            "        ops.matmul(a, b, torch.empty(16, 2, device='meta'), torch.empty(2, 2, device='meta'))\n"
+            "    except TypeError as exc:\n"
+            "        print('RAISED', exc)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "RAISED a must be FP8 E4M3" in res.stdout, res.stderr[-2000:]
+    assert "fake tensor raised TypeError" not in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]
