@@ -17,7 +17,7 @@ def test_gather_reports_every_item():
 
 
 def test_module_entry_point_prints_and_sets_the_status(tmp_path):
-    # from outside the checkout, whose fp8gemm/ folder would shadow the installed package
+    # the installed package, from outside the checkout (tests/test_checkout.py runs it from the root)
     res = subprocess.run([sys.executable, "-m", "fp8gemm"], capture_output=True, text=True, timeout=300,
                          cwd=tmp_path)
     assert res.returncode in (0, 1), res.stderr[-2000:]
