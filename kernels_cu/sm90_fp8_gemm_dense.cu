@@ -51,8 +51,22 @@ namespace dense {
 constexpr uint32_t BLOCK_K = 128;
 constexpr uint32_t kProducerRegs = 40;
 constexpr uint32_t kMathBarrier = 1;           // every math thread: the tile's Bs copy is complete
-constexpr uint32_t kEpilogueBarrier0 = 2;      // + 2 * warpgroup + wave: one staging buffer's threads
+constexpr uint32_t kEpilogueBarrier0 = 2;      // + warpgroup: its staging buffers' threads
 constexpr uint32_t kRuntimeFormer = 0xffffffffu;
+
+/// mbarrier.try_wait.parity with a suspend-time hint: a thread whose phase has not completed
+/// sleeps in the hardware up to the hint instead of spinning on the barrier (DeepGEMM's CUTLASS
+/// barrier passes the same 0x989680 ticks; its SASS retries through NANOSLEEP.SYNCS). Here and not
+/// in ptx/mbarrier.cuh until measured in the other kernels.
+__device__ __forceinline__ void wait_parity(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(bar), "r"(parity), "r"(0x989680u) : "memory");
+}
 
 template <uint32_t BLOCK_M>
 struct Shape {
@@ -219,7 +233,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                 const uint32_t a_row = m_block * BLOCK_M, b_row = n_block * BLOCK_N;
 #pragma unroll 1
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
-                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    wait_parity(smem_addr(&empty_bar[pipe.stage]), pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];
                     uint8_t* a_dst = smem_a + pipe.stage * kAStage;
                     uint8_t* b_dst = smem_b + pipe.stage * kBStage;
@@ -246,7 +260,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             if constexpr (kCluster > 1) {
 #pragma unroll 1
                 for (uint32_t s = 0; s < kNumStages; ++s, ++pipe)
-                    mbarrier_wait_parity(&empty_bar[pipe.stage], pipe.empty_parity());
+                    wait_parity(smem_addr(&empty_bar[pipe.stage]), pipe.empty_parity());
             }
         }
     } else {
@@ -269,28 +283,50 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             }
         };
 
+        // The tile's Bs: row n0 / 128 into sfb[0, kNumKBlocks), the next row (where some column
+        // of the tile reaches it) into sfb[kNumKBlocks, 2 kNumKBlocks): kCopy floats, kPer per math
+        // thread, loaded from global memory one tile ahead into registers (their latency hides
+        // behind a K loop) and stored at the tile's top, where one barrier orders them before the
+        // loop's reads (two buffers by tile parity: a warpgroup reaches tile t + 2's store only
+        // after every math thread has passed tile t + 1's barrier, so after its reads of tile t).
+        constexpr uint32_t kCopy = kUniformB ? kNumKBlocks : kSfbFloats;
+        constexpr uint32_t kPer = (kCopy + S::kMathThreads - 1) / S::kMathThreads;
+        const auto load_sfb = [&](uint32_t nb, float (&v)[kPer]) {
+            const uint32_t n = nb * BLOCK_N;
+            const uint32_t f = kUniformB ? BLOCK_N : min(BLOCK_N, BLOCK_K - n % BLOCK_K);
+            const bool two = !kUniformB && f < min(BLOCK_N, kShapeN - n);
+            const float* src = b_scale + static_cast<int64_t>(n / BLOCK_K) * sb_stride_n;
+#pragma unroll
+            for (uint32_t j = 0; j < kPer; ++j) {
+                const uint32_t i = threadIdx.x + j * S::kMathThreads, row = i >= kNumKBlocks, kb = i - row * kNumKBlocks;
+                v[j] = i < kCopy && (row == 0 || two)
+                           ? ld_nc_f32_pinned(src + row * sb_stride_n + static_cast<int64_t>(kb) * sb_stride_k)
+                           : 0.0f;
+            }
+        };
         Tiles tiles(M);
         PipelineState<kNumStages> pipe;
         uint32_t m_block, n_block, parity = 0;
+        float sfb_next[kPer];
+        {
+            Tiles peek = tiles;
+            if (peek.next(m_block, n_block)) load_sfb(n_block, sfb_next);
+        }
         while (tiles.next(m_block, n_block)) {
             const bool peer_alive = tiles.peer_alive;
             const uint32_t n0 = n_block * BLOCK_N;
-            // The tile's Bs: row n0 / 128 into sfb[0, kNumKBlocks), the next row (where some column
-            // of the tile reaches it) into sfb[kNumKBlocks, 2 kNumKBlocks).
             float* sfb = smem_sfb + parity * kSfbFloats;
             parity ^= 1;
             const uint32_t former = kUniformB ? BLOCK_N : min(BLOCK_N, BLOCK_K - n0 % BLOCK_K);   // columns
-            const bool two_rows = !kUniformB && former < min(BLOCK_N, kShapeN - n0);
-            {
-                const float* src = b_scale + static_cast<int64_t>(n0 / BLOCK_K) * sb_stride_n;
-                for (uint32_t i = threadIdx.x; i < kSfbFloats; i += S::kMathThreads) {
-                    const uint32_t row = i >= kNumKBlocks, kb = i - row * kNumKBlocks;
-                    float v = 0.0f;
-                    if (row == 0 || two_rows) v = src[row * sb_stride_n + static_cast<int64_t>(kb) * sb_stride_k];
-                    sfb[i] = v;
-                }
-            }
+#pragma unroll
+            for (uint32_t j = 0; j < kPer; ++j)
+                if (threadIdx.x + j * S::kMathThreads < kCopy) sfb[threadIdx.x + j * S::kMathThreads] = sfb_next[j];
             named_barrier_sync(kMathBarrier, S::kMathThreads);
+            {
+                Tiles peek = tiles;
+                uint32_t m2, n2;
+                if (peek.next(m2, n2)) load_sfb(n2, sfb_next);
+            }
 
             const uint32_t tile_row = m_block * BLOCK_M;
             // NOTES: a wave with no row below M still runs its wgmma on the zero-filled rows (DeepGEMM
@@ -314,7 +350,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const uint32_t stage = pipe.stage;
                     const float sb0 = sfb[kb];
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
-                    mbarrier_wait_parity(full0 + stage * 8u, pipe.full_parity());
+                    wait_parity(full0 + stage * 8u, pipe.full_parity());
                     const float* sfa = smem_sfa + stage * BLOCK_M;
 #pragma unroll
                     for (uint32_t w = 0; w < S::kWaves; ++w) {
@@ -360,16 +396,38 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             else k_loop(Former<kRuntimeFormer>{});
 
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----
+            if constexpr (kTmaStore) {
+                // NOTES: one wait for this warpgroup's previous tile's stores (issued a K loop ago),
+                // every wave staged in its own buffer, then one burst of stores: per wave
+                // (staged_store_tile) the second wave's wait stalled on the first wave's store just
+                // issued (helper SASS comparison with DeepGEMM, bench/NOTES.md session 36).
+                const bool leader = threadIdx.x % kWarpgroupThreads == 0;
+                uint8_t* stage0 = smem_staging + wg * S::kWaves * Staging::kBytes;
+                if (leader) tma_store_wait_read<0>();
+                named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
 #pragma unroll
-            for (uint32_t w = 0; w < S::kWaves; ++w) {
-                if (!live[w]) continue;
-                const uint32_t row = tile_row + w * S::kWaveRows + wg * kWgmmaM;
-                if constexpr (kTmaStore) {
-                    Staging::store_tile(&tmap_c, smem_staging + (wg * S::kWaves + w) * Staging::kBytes,
-                                        kEpilogueBarrier0 + 2 * wg + w, warp_in_wg, lane_idx, sum[w], n0, row);
-                } else {
-                    store_fragments_direct<kOut, BLOCK_N>(sum[w], out, ldc, M, kShapeN, row + warp_in_wg * 16 + lane_idx / 4,
-                                                          n0 + 2 * (lane_idx % 4));
+                for (uint32_t w = 0; w < S::kWaves; ++w)
+                    if (live[w]) Staging::write_fragments(stage0 + w * Staging::kBytes, warp_in_wg, lane_idx, sum[w]);
+                fence_proxy_async_shared();             // generic-proxy writes -> TMA reads
+                named_barrier_sync(kEpilogueBarrier0 + wg, kWarpgroupThreads);
+                if (leader) {
+#pragma unroll
+                    for (uint32_t w = 0; w < S::kWaves; ++w) {
+                        if (!live[w]) continue;
+#pragma unroll
+                        for (uint32_t c = 0; c < Staging::kNumChunks; ++c)
+                            tma_store_2d(&tmap_c, stage0 + w * Staging::kBytes + c * Staging::kChunkBytes,
+                                         n0 + c * Staging::kChunkElems, tile_row + w * S::kWaveRows + wg * kWgmmaM);
+                    }
+                    tma_store_commit_group();
+                }
+            } else {
+#pragma unroll
+                for (uint32_t w = 0; w < S::kWaves; ++w) {
+                    if (!live[w]) continue;
+                    const uint32_t row = tile_row + w * S::kWaveRows + wg * kWgmmaM;
+                    store_fragments_direct<kOut, BLOCK_N>(sum[w], out, ldc, M, kShapeN,
+                                                          row + warp_in_wg * 16 + lane_idx / 4, n0 + 2 * (lane_idx % 4));
                 }
             }
         }

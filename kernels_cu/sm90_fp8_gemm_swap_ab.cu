@@ -52,7 +52,6 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
-    volatile uint32_t* last_split_flag = smem.flags;
     uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
 
     const uint32_t warp_idx = warp_idx_uniform();
@@ -166,10 +165,10 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // nothing that is ever stored.
             if (w.num_splits > 1) {
                 const bool has_rows = row0 < N && col0 < col_limit;
-                split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
-                                                                        w.ws_slot, w.split_idx, w.num_splits, has_rows,
-                                                                        consumer_tid, last_split_flag, kConsumerBarrier);
-                if (*last_split_flag == 0) continue;             // another split finishes the tile
+                if (!split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
+                                                                             w.ws_slot, w.split_idx, w.num_splits,
+                                                                             has_rows, consumer_tid, kConsumerBarrier))
+                    continue;                                    // another split finishes the tile
                 split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.ws_slot, w.num_splits, has_rows,
                                                                     consumer_tid);
             }

@@ -6,8 +6,8 @@
 // reproducible whichever split finishes last. It then resets the counter to 0, so the workspace
 // needs zeroing only once (fp8gemm/launcher.py, split_workspace).
 // NOTES: the last-split decision reaches the CTA's consumer threads through the second barrier
-// itself (bar.red.or), not through a flag in shared memory. The flag form (the overload with
-// ``last_split_flag``, still the swap-AB kernel's) is ordered by its two barriers: the write
+// itself (bar.red.or), not through a flag in shared memory. The flag form (before session 36) was
+// ordered by its two barriers: the write
 // before every read by the second, every read before the next unit's write by the next unit's
 // first, which each thread reaches only after its read. compute-sanitizer racecheck reported the
 // write and the reads as a hazard all the same, on the one sanitizer case whose CTAs each ran
@@ -83,20 +83,6 @@ __device__ __forceinline__ bool split_k_publish(const float (&total)[kNumAccum],
     // ``continue`` for a divergent branch and put a divergence check (BRA.DIV) before every
     // shuffle and barrier of the K loop: 1872 instructions instead of 1568 (128 x 16 tiles).
     return __any_sync(0xffffffffu, named_barrier_red_or(barrier, kConsumerThreads, last));
-}
-
-/// split_k_publish with the decision in a shared-memory flag: afterwards ``*last_split_flag`` says
-/// whether this CTA ran the tile's last split.
-template <uint32_t kTileFloats, uint32_t kConsumerThreads, int kNumAccum>
-__device__ __forceinline__ void split_k_publish(const float (&total)[kNumAccum], float* workspace,
-                                                uint32_t* tile_counters, uint32_t tile_idx, uint32_t ws_slot,
-                                                uint32_t split_idx, uint32_t num_splits, bool has_rows,
-                                                uint32_t consumer_tid, volatile uint32_t* last_split_flag,
-                                                uint32_t barrier) {
-    split_k_store_partial<kTileFloats, kConsumerThreads>(total, workspace, ws_slot, split_idx, has_rows, consumer_tid);
-    named_barrier_sync(barrier, kConsumerThreads);
-    if (consumer_tid == 0) *last_split_flag = split_k_count_in(tile_counters, tile_idx, num_splits);
-    named_barrier_sync(barrier, kConsumerThreads);
 }
 
 /// For every consumer thread of the CTA that ran a tile's last split: ``total`` = the sum of the

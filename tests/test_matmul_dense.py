@@ -96,7 +96,7 @@ def test_nan_poisoned_borders(m, n, k, pad, cfg):
     b, _ = poisoned(case.b, FP8_NAN, pad_cols=32)
     sb, _ = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)
     kb = case.a_scale.shape[1]
-    sa_buf = cupy.full((kb + 2, m + 12), np.nan, dtype=cupy.float32)
+    sa_buf = cupy.full((kb + 2, -(-(m + 12) // 4) * 4), np.nan, dtype=cupy.float32)   # 16-byte columns
     sa_buf[1:1 + kb, 4:4 + m] = case.a_scale.T
     sa = sa_buf[1:1 + kb, 4:4 + m].T
     buf = torch.full((m + 2, n + pad), float("nan"), dtype=torch.bfloat16, device="cuda")
