@@ -1,8 +1,7 @@
 """The grouped GEMMs' tile choice (MoE: fp8gemm.grouped, fp8gemm.moe) and the fused SwiGLU L1.
 
-The grouped mode is a mode of four variants: ``General`` (128-row token tiles), ``SwapAB`` (decode:
-weight rows on the 128-row side, tokens on an 8/16/32-wide tile), ``Wg3`` (192-row tiles) and
-``Tall`` (256-row tiles as two waves, forced with ``config=`` only so far). The
+The grouped mode is a mode of three variants: ``General`` (128-row token tiles), ``SwapAB`` (decode:
+weight rows on the 128-row side, tokens on an 8/16/32-wide tile) and ``Wg3`` (192-row tiles). The
 counts stay on the GPU, so the choice works from an estimate of the rows per group.
 """
 from __future__ import annotations
@@ -15,10 +14,9 @@ from ..launcher import Plan, check_units, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
                       prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
-from .tall import Tall
 from .wg3 import Wg3
 
-GROUPED_TILES = (General, SwapAB, Wg3, Tall)    # the variants with a grouped mode
+GROUPED_TILES = (General, SwapAB, Wg3)    # the variants with a grouped mode
 
 SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
 # 192-row tiles of the three-warpgroup kernel where the rows-per-group estimate lies in (lo, hi]
@@ -66,24 +64,24 @@ def device_choice(rows_per_expert: float, fused: bool) -> bool:
 
 def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None = None,
                          precise_fp32: bool = True, desc: GemmDesc | None = None) -> None:
-    """A forced grouped tile (grouped_matmul_*(config=)): General with 128-row tiles, SwapAB, Wg3 or
-    Tall with valid knobs; with the problem's output, groups and promotion, also its shared memory
-    beside the tile prefix, and for Wg3 / Tall an output it writes. ValueError naming the rule
+    """A forced grouped tile (grouped_matmul_*(config=)): General with 128-row tiles, SwapAB or Wg3
+    with valid knobs; with the problem's output, groups and promotion, also its shared memory
+    beside the tile prefix, and for Wg3 an output it writes. ValueError naming the rule
     otherwise."""
     if type(c) not in GROUPED_TILES:
-        raise ValueError(f"config must be a General, SwapAB, Wg3 or Tall descriptor for a grouped GEMM; got {c!r}")
+        raise ValueError(f"config must be a General, SwapAB or Wg3 descriptor for a grouped GEMM; got {c!r}")
     if type(c) is General and c.block_m != BLOCK_M:
         raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
     if getattr(c, "splits", 1) != 1 and type(c) is General:
         raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
     if out_dtype is None:
         return
-    coarse = type(c) in (Wg3, Tall)
+    coarse = type(c) is Wg3
     if coarse and out_dtype == "float32" and precise_fp32:
         raise ValueError(f"config: {c.label()} promotes per 128-wide K block; fp32 output needs precise_fp32=False")
-    # Wg3 and Tall: their plain-mode validity counts the TMA-store staging and refuses fp32, neither
-    # of which applies to the grouped mode (direct stores, fp32 when not precise); their knobs are
-    # checked alone, the grouped shared memory next.
+    # Wg3: its plain-mode validity counts the TMA-store staging and refuses fp32, neither of which
+    # applies to the grouped mode (direct stores, fp32 when not precise); its knobs are checked
+    # alone, the grouped shared memory next.
     if desc is not None and not (c.knobs_valid(desc) if coarse else c.is_valid(desc)):
         raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
     if c.grouped_smem_bytes(out_dtype, num_groups) > MAX_SMEM_PER_BLOCK:

@@ -22,13 +22,12 @@ from .dense import Dense
 from .gemv import Gemv
 from .general import SWAP_MAX_M, General, SwapAB
 from .short_k import ShortK
-from .tall import Tall
 from .variant import DEFAULT_NUM_SMS, Candidate, GemmDesc
 from .wg3 import MIN_M as WG3_MIN_M
 from .wg3 import Wg3
 
-VARIANTS = {cls.variant: cls for cls in (General, SwapAB, ShortK, Gemv, Wg3, Tall, Dense)}
-# The order fp8gemm-tune searches them in after the fallback's own choice (Tall, Dense: forced only).
+VARIANTS = {cls.variant: cls for cls in (General, SwapAB, ShortK, Gemv, Wg3, Dense)}
+# The order fp8gemm-tune searches them in after the fallback's own choice (Dense: forced only).
 TUNER_ORDER = (Gemv, ShortK, Wg3, General)
 
 

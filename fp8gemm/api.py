@@ -27,7 +27,7 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
         out        optional [..., N] array to write into (CuPy or torch; unit stride along N).
         block_size must be (128, 128).
         config     a variant's descriptor (fp8gemm.dispatch: General, SwapAB, ShortK, Gemv,
-                   Wg3, Tall) to force a kernel and its knobs (tests and benchmarks).
+                   Wg3, Dense) to force a kernel and its knobs (tests and benchmarks).
 
     Returns the [..., N] result as the caller's kind of array (the framework of ``a``), ordered on
     the caller's current stream. M = 0 returns an empty result without a launch.

@@ -41,8 +41,8 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
              32-wide K step (relative error < 1e-4); False after every 128-wide K block, like bf16
              and fp16 outputs (~2e-4, and 1.5x faster on big compute-bound calls: bench/NOTES.md,
              bench/NOTES.md). fp8gemm.moe takes False for its FP32 intermediate.
-    config   a grouped tile to force (fp8gemm.dispatch: General with 128-row tiles, SwapAB, Wg3
-             or Tall; tests and benchmarks); None: the estimate's (dispatch/grouped.py: candidate).
+    config   a grouped tile to force (fp8gemm.dispatch: General with 128-row tiles, SwapAB or
+             Wg3; tests and benchmarks); None: the estimate's (dispatch/grouped.py: candidate).
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """

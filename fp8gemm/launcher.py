@@ -168,7 +168,7 @@ MAX_SCHEDULED_UNITS = 2**21 - 1
 
 
 def check_units(units: int, what: str) -> None:
-    """Refuse a plan of the tile-scheduled kernels (general, swap-AB, wg3, tall) over more work
+    """Refuse a plan of the tile-scheduled kernels (general, swap-AB, wg3, dense) over more work
     units than the scheduler decodes exactly (a bound for the grouped modes: their most tiles)."""
     if units > MAX_SCHEDULED_UNITS:
         raise ValueError(f"{what} needs {units} work units with this tile; the persistent kernels' scheduler "

@@ -328,14 +328,14 @@ def test_masked_decode_graph_replays_and_expected_rows_hint():
         assert bool(cupy.isnan(got[~valid]).all()), "rows past the counts written"
 
 
-@pytest.mark.parametrize("config", [General(128, 4), SwapAB(32, 6, 1, 1), SwapAB(8, 6, 1, 2), "wg3", "tall"], ids=str)
+@pytest.mark.parametrize("config", [General(128, 4), SwapAB(32, 6, 1, 1), SwapAB(8, 6, 1, 2), "wg3"], ids=str)
 @pytest.mark.parametrize("sizes", ["tails", "one_takes_all"], ids=str)
 def test_forced_tiles_contiguous_and_masked(sizes, config):
     """grouped_matmul_*(config=): every grouped tile the dispatcher can pick, forced on the tail
     sizes in both layouts, within the reference bound (the masked layout inside NaN padding)."""
     import cupy
-    from fp8gemm.dispatch import Tall, Wg3
-    config = {"wg3": Wg3(128, 3, 8), "tall": Tall(128, 4, 8)}.get(config, config)
+    from fp8gemm.dispatch import Wg3
+    config = {"wg3": Wg3(128, 3, 8)}.get(config, config)
     group_sizes = SIZES[sizes]
     a, sa, b, sb, offsets = contiguous_case(group_sizes, 300, 1040, seed=31)
     out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=config)
@@ -350,7 +350,7 @@ def test_forced_tiles_contiguous_and_masked(sizes, config):
 def test_forced_tile_refused():
     a, sa, b, sb, offsets = contiguous_case([3, 4], 256, 512, seed=3)
     from fp8gemm.dispatch import ShortK, Wg3
-    with pytest.raises(ValueError, match="General, SwapAB, Wg3 or Tall"):
+    with pytest.raises(ValueError, match="General, SwapAB or Wg3"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=ShortK(64, 64))
     with pytest.raises(ValueError, match="128-row tiles"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=General(64, 6, 8, 1, 64))

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from fp8gemm import compiler
-from fp8gemm.dispatch import Dense, Gemv, General, ShortK, SwapAB, Tall, Wg3, grouped, select
+from fp8gemm.dispatch import Dense, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -33,8 +33,6 @@ GEMV_PARAMS = SHORT_K_PARAMS + ", const unsigned char*, long long, const unsigne
 # The wg3 kernel's: the general kernel's up to K, the groups, then the As tensor map (kSlotsA).
 WG3_PARAMS = (GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, unsigned, unsigned, long long"
               ", const __grid_constant__ fp8gemm::TmaDescriptor")
-# The tall kernel's: the wg3 kernel's without the As tensor map.
-TALL_PARAMS = WG3_PARAMS.rsplit(", const __grid_constant__", 1)[0]
 # The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
 GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
 # The dense kernel's: the family's up to N, then the As tensor map.
@@ -43,7 +41,7 @@ PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_dense": DE
           "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
           "sm90_fp8_gemm_gemv": GEMV_PARAMS, "sm90_fp8_gemm_wg3": WG3_PARAMS,
-          "sm90_fp8_gemm_tall": TALL_PARAMS, "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS,
+          "moe_glue": MOE_GLUE_PARAMS, "quantize_per_token_group": QUANT_PARAMS,
           "quantize_per_block": BLOCK_QUANT_PARAMS}
 
 
@@ -59,7 +57,7 @@ def _instance(c, dt, store=False, fine=None, grouped=False, k=256):
         return c.variant, c.template_args(dt, k, store)
     if isinstance(c, Gemv):
         return c.variant, c.template_args(dt)
-    return c.variant, c.template_args(dt, store, grouped)           # Wg3, Tall
+    return c.variant, c.template_args(dt, store, grouped)           # Wg3
 
 
 def _tma_ok(c, dt) -> bool:
@@ -140,18 +138,6 @@ def _instantiations():
                         seen.add((c.variant, c.template_args(dt, store, False, slots_a=True)))
                     if not store and block_n == 128:               # grouped (direct stores)
                         seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
-    for block_n, stages in ((128, 3), (64, 4), (64, 3)):      # the tall kernel: the GPU tests' and lab's
-        for dt in ("bfloat16", "float16"):
-            for store in (True, False):
-                seen.add(_instance(Tall(block_n, stages, 8), dt, store))
-    for block_n, stages in ((128, 4), (128, 3), (64, 4)):     # its grouped mode (direct stores; fp32 coarse)
-        for dt in ("bfloat16", "float16", "float32"):
-            seen.add(_instance(Tall(block_n, stages, 8), dt, grouped=True))
-    seen.add(_instance(Tall(128, 3, 1), "bfloat16", True))
-    for grouped_mode in (False, True):                        # the consumers' own scale loads; one loop
-        seen.add(_instance(Tall(128, 3, 8, 0), "bfloat16", not grouped_mode, grouped=grouped_mode))
-        seen.add(_instance(Tall(128, 4 if grouped_mode else 3, 8, 1, 1), "bfloat16", not grouped_mode,
-                           grouped=grouped_mode))
     seen.update(_dense_instantiations())
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
@@ -337,12 +323,6 @@ def _smem_cases():
                 cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", c.grouped_smem_bytes(dt, 3)))
                 slots = f"fp8gemm::RingSmem<192 * 128, {bn} * 128, {stages}, 3 * {st}::kBytes, {stages} * 192 * 4>::kBytes"
                 cases.append((slots, c.smem_bytes(dt, True)))
-            for bn in wg3.BLOCK_NS:                        # the tall kernel: the same widths
-                st = staging.format(tid=tid, bn=bn)
-                ring = "fp8gemm::RingSmem<256 * 128, {bn} * 128, {stages}, {staging}, {stages} * 288 * 4>::kBytes"
-                c = Tall(bn, stages)
-                cases.append((ring.format(bn=bn, stages=stages, staging=f"2 * {st}::kBytes"), c.smem_bytes(dt)))
-                cases.append((ring.format(bn=bn, stages=stages, staging="0") + " + 16", c.grouped_smem_bytes(dt, 3)))
     for stages in range(2, general.MAX_STAGES + 1):
         hold = "(fp8gemm::WgmmaFp8<128>::kNumAccum / 2 + 2) * 128 * 4"
         cases.append((f"fp8gemm::general::Smem<128, {stages}, 0, {hold}>::kBytes + 16",

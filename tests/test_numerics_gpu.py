@@ -16,7 +16,7 @@ from generators import FP8_NAN, random_case
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import GemmDesc, Gemv, General, ShortK, SwapAB, Tall, Wg3, is_valid
+from fp8gemm.dispatch import GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, is_valid
 from fp8gemm.testing import as_float64
 
 pytestmark = pytest.mark.gpu
@@ -30,7 +30,6 @@ VARIANTS = {
     "short_k": ShortK(64, 64),
     "gemv": Gemv(16, 8, 2),     # M <= 16 only
     "wg3": Wg3(128, 3, 8),     # bf16 / fp16 out only
-    "tall": Tall(128, 4, 8),   # bf16 / fp16 out only
 }
 SHAPES = [(70, 300, 400), (5, 200, 1040), (70, 300, 240)]   # M, N, K tails; K over several 128-blocks
 

@@ -184,15 +184,17 @@ def test_grouped_three_warpgroup_override():
 
 
 def test_forced_grouped_config_rules():
-    """grouped_matmul_*(config=): General with 128-row tiles and no K split, SwapAB, Wg3 or Tall;
-    Wg3 and Tall with fp32 output only when not precise, at stage counts their plain mode's
-    staging would not leave room for; the tile's shared memory beside the prefix."""
-    from fp8gemm.dispatch import General, ShortK, SwapAB, Tall, Wg3
+    """grouped_matmul_*(config=): General with 128-row tiles and no K split, SwapAB or Wg3 (not
+    the dense kernel, which has no grouped mode); Wg3 with fp32 output only when not precise, at
+    stage counts its plain mode's staging would not leave room for; the tile's shared memory
+    beside the prefix."""
+    from fp8gemm.dispatch import Dense, General, ShortK, SwapAB, Wg3
     from fp8gemm.dispatch import grouped as g
-    for ok in (General(128, 5), SwapAB(16, 6, 1, 2), Wg3(128, 3, 8), Tall(128, 4, 8), Wg3(128, 5, 8)):
+    for ok in (General(128, 5), SwapAB(16, 6, 1, 2), Wg3(128, 3, 8), Wg3(128, 4, 8), Wg3(128, 5, 8)):
         g.check_grouped_config(ok)
         g.check_grouped_config(ok, "bfloat16", 256, True, g.GemmDesc(1000, 4096, 4096, "bfloat16"))
-    for bad, msg in ((ShortK(64, 64), "General, SwapAB, Wg3 or Tall"), (General(64, 6, 8, 1, 64), "128-row tiles"),
+    for bad, msg in ((ShortK(64, 64), "General, SwapAB or Wg3"), (Dense(), "General, SwapAB or Wg3"),
+                     (General(64, 6, 8, 1, 64), "128-row tiles"),
                      (General(128, 5, 8, 2), "no K split")):
         with pytest.raises(ValueError, match=msg):
             g.check_grouped_config(bad)
@@ -205,9 +207,7 @@ def test_forced_grouped_config_rules():
     with pytest.raises(ValueError, match="shared memory"):
         g.check_grouped_config(General(128, 6), "bfloat16", 8192)
     assert not Wg3(128, 5, 8).is_valid(g.GemmDesc(1000, 4096, 4096))     # its plain mode's staging
-    g.check_grouped_config(Tall(128, 4, 8), "float32", 256, False, g.GemmDesc(1000, 4096, 2048, "float32"))
-    with pytest.raises(ValueError, match="precise_fp32=False"):
-        g.check_grouped_config(Tall(128, 4, 8), "float32", 8, True, g.GemmDesc(1000, 4096, 4096, "float32"))
-    for bad, msg in ((Tall(96, 4, 8), "not valid"), (Tall(128, 5, 8), "shared memory")):
+    g.check_grouped_config(Wg3(128, 4, 8), "float32", 256, False, g.GemmDesc(1000, 4096, 2048, "float32"))
+    for bad, msg in ((Wg3(96, 4, 8), "not valid"), (Wg3(128, 6, 8), "shared memory")):
         with pytest.raises(ValueError, match=msg):
             g.check_grouped_config(bad, "bfloat16", 8, True, g.GemmDesc(1000, 4096, 4096))

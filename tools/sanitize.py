@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import fp8gemm
 from fp8gemm import reference
-from fp8gemm.dispatch import Dense, General, Gemv, ShortK, SwapAB, Tall, Wg3
+from fp8gemm.dispatch import Dense, General, Gemv, ShortK, SwapAB, Wg3
 from fp8gemm.dispatch.general import TAIL_SPLIT
 
 TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
-TAGS = ("quantizer", "general", "split", "swap_ab", "short_k", "gemv", "wg3", "tall", "dense", "grouped", "moe")
+TAGS = ("quantizer", "general", "split", "swap_ab", "short_k", "gemv", "wg3", "dense", "grouped", "moe")
 
 
 @dataclass(frozen=True)
@@ -116,17 +116,12 @@ WG3 = [Gemm(*c, tags=("wg3",)) for c in [
     (400, 100, 272, "float16", Wg3(64, 4, 1), "wg3: two row tiles, direct store (N tail), one partial K block"),
     (400, 304, 1040, "bfloat16", Wg3(128, 4, 8), "wg3: As by TMA into stage slots", "m"),
 ]]
-TALL = [Gemm(*c, tags=("tall",)) for c in [
-    (300, 304, 1040, "bfloat16", Tall(128, 3, 8), "tall: a dead wave skipped, TMA store, scale warps"),
-    (260, 300, 512, "float16", Tall(64, 4, 8, 0), "tall: the consumers' scale loads, direct store"),
-    (200, 304, 1040, "bfloat16", Tall(128, 3, 8, 1, 1), "tall: one K loop over both waves"),
-]]
 DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # forced only; As M-major (TMA)
     (200, 304, 1040, "bfloat16", Dense(128, 128, 5, 1, 1, 8), "dense: 128 x 128, M/N/K tails"),
     (300, 512, 1024, "bfloat16", Dense(256, 128, 3, 2, 1, 8), "dense: 256 x 128 in CTA pairs sharing A"),
     (100, 300, 512, "float16", Dense(64, 64, 4, 1, 1, 8), "dense: 64-row tiles, direct store (N*2 % 16 != 0)"),
 ]]
-GEMMS = GENERAL + SWAP_AB + SHORT_K + GEMV + WG3 + TALL + DENSE
+GEMMS = GENERAL + SWAP_AB + SHORT_K + GEMV + WG3 + DENSE
 
 # Grouped GEMMs: (layout, group sizes, max_rows (masked), N, K, out dtype, config or None, what).
 GROUPED = [
@@ -138,8 +133,6 @@ GROUPED = [
     ("contiguous", [0, 1, 129, 192, 200, 7], None, 300, 400, "bfloat16", True,
      "grouped wg3, a group's end in every 64-row slab"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 512, "float16", True, "grouped wg3 masked, a second tile past 192 rows"),
-    ("contiguous", [5, 260, 0, 300], None, 256, 512, "bfloat16", Tall(128, 3, 8), "grouped tall, contiguous"),
-    ("masked", [257, 0, 100], 300, 128, 512, "float16", Tall(128, 4, 8), "grouped tall masked"),
 ]
 
 
@@ -161,7 +154,7 @@ def items() -> list:
     for g in GEMMS:
         out.append(Item(g.label(), g.tags, lambda g=g: _gemm(g)))
     for c in GROUPED:
-        tags = ("grouped",) + (("wg3",) if c[6] is True else ()) + (("tall",) if isinstance(c[6], Tall) else ())
+        tags = ("grouped",) + (("wg3",) if c[6] is True else ())
         out.append(Item(f"{c[0]} groups={c[1]} N={c[3]} K={c[4]} {c[5]}  {c[7]}", tags, lambda c=c: _grouped(*c)))
     for m in MOE:
         out.append(Item(f"moe layer T={m[0]} E={m[1]} k={m[2]} fused={m[3]}  {m[5]}", ("moe", "grouped"),

@@ -8,7 +8,7 @@ that run side by side on the one GPU. One line per tool, every process's log und
         [--sanitizer PATH] [--racecheck-report analysis|hazard|all]
 
 --only TAGS is sanitize.py's (a subset of its cases: general, split, swap_ab, short_k, gemv, wg3,
-tall, dense, grouped, moe, quantizer). Exit status 0 only if every tool ran to its summary with
+dense, grouped, moe, quantizer). Exit status 0 only if every tool ran to its summary with
 no error (racecheck: no hazard, errors and warnings alike) and every case's output was right.
 NOTES: racecheck is the slow one (every shared-memory access checked), so it gets the most shards;
 a shard is one process, so the tools' wall time is about the slowest shard's.
