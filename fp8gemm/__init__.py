@@ -16,7 +16,7 @@ from . import _checkout
 _checkout.map_subpackages(__name__, __path__)
 from . import reference
 from .api import matmul
-from .dispatch import explain
+from .dispatch.invariant import batch_invariant, explain, set_batch_invariant
 from .dispatch.grouped import explain_moe
 from .grouped import grouped_matmul_contiguous, grouped_matmul_masked
 from .moe_layer import moe
@@ -26,5 +26,5 @@ from .compile_ahead import precompile
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "moe_ep", "explain", "explain_moe", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
+__all__ = ["matmul", "grouped_matmul_contiguous", "grouped_matmul_masked", "moe", "moe_ep", "explain", "explain_moe", "set_batch_invariant", "batch_invariant", "quantize_per_token_group", "quantize_per_block", "precompile", "reference",
            "__version__"]

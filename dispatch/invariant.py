@@ -1,0 +1,133 @@
+"""Batch-invariant mode (issue 57, phase 1: ``fp8gemm.matmul``): a row of C is bitwise the same
+whatever M it came in, M = 1 included.
+
+The guarantee: for the same GPU model, the same fp8gemm version, the same N, K, output dtype,
+B, Bs and the row's own A row and As row, ``matmul(..., batch_invariant=True)`` writes the same
+bits into that row for every M. ``out=`` (its strides, alignment) and the layout of As (row-major,
+M-major) may differ between the calls; the SM count of the device does not enter either.
+
+The rule (``invariant_candidate``): one kernel and every knob that decides a row's summation
+order chosen from (N, K, out dtype) alone, never from M:
+
+* the general kernel (``General``) for every M, never gemv, swap-AB, short-K, wg3 or dense, and
+  never the dispatch table (tuned per M). Their orders differ from the general kernel's and from
+  each other's: gemv sums K blocks in warp-turn order through mma.sync m16n8k32 and shared
+  memory, swap-AB puts the tokens on wgmma's N side, short-K, wg3 and dense have their own
+  promotion schedules, and the default dispatcher switches among them by M;
+* 128-row tiles (``block_m`` fixed), ``block_n``, ``stages`` and ``group_m`` fixed by (N, K,
+  out dtype): the block_n that the time model (general.cost_us) puts within LARGE_M_SLACK of the
+  best at M >= 1024 (where the mode's cost goal is 3%), the least costly of those at M <= 256;
+* no K split: ``splits=1``. ``General.splits`` is the knob that fixes both the split and the
+  tail split (general.TAIL_SPLIT = 0 is the tail split, whose split count the kernel derives from
+  the tile count, i.e. from M; any count > 1 splits every tile); splits=1 gives every unit the
+  whole K range [0, ceil(K / 128)) and no split_k_publish / split_k_sum;
+* the promotion mode per output dtype: fine (after every wgmma, K = 32) for float32 out, coarse
+  (after every 128-wide K block) for bf16 / fp16. Both depend on the dtype only (General.plan).
+
+Why that fixes a row's bits (kernels_cu/sm90_fp8_gemm_general.cu): a consumer warpgroup owns 64
+rows of a tile and issues wgmma m64nNk32 over them, the same instructions for every tile; an
+output element (r, c) of a wgmma depends only on A row r and B row c (the rows past M are zeros
+from TMA, or under general_tiles.cuh's a_box shift other rows' bytes, and reach only their own,
+unstored outputs). Per K block (kb = 0, 1, ... in order, from total = 0) the kernel runs 4 wgmma
+into a fresh accumulator and promotes it per element, ``total += acc * (As[r, kb] * Bs[c/128,
+kb])`` (one FMUL, one FFMA; fine promotion: the same after each wgmma). What still depends on M
+changes no arithmetic: which CTA runs a tile (the grid is min(tiles, SMs), the raster), where the
+scales are read from (general.scale_source: As by TMA into stage slots needs M >= block_m; the
+windows, the in-block loads and the chunked loop, chunk_blocks, read the same floats and promote
+with the same expression, in the same block order), the ordered issue of the two warpgroups, a
+warpgroup wholly past M skipping its wgmma, TMA-store or direct epilogue (both cvt.rn).
+block_m: by the same argument 64-row tiles (one consumer warpgroup, the same m64 wgmma and
+promotion) should give the same bits as 128-row tiles, which would let small M take them; it is
+fixed at 128 here until a GPU run confirms it (tests/test_batch_invariant.py: the block_m test).
+block_n stays fixed: whether wgmma's per-element result is the same for every N of the
+instruction is not documented.
+
+Phase 2 (not yet batch-invariant; the mode is ignored or absent there): the grouped GEMMs
+(fp8gemm/grouped.py, dispatch/grouped.py: their choice reads the rows per group), the MoE layer
+(fp8gemm.moe, moe_ep: a token's output must not depend on the routing of the others), the torch
+ops (fp8gemm/torch_ops.py), the JAX functions (fp8gemm/jax.py: plan_problem's batch_invariant
+and its plan key), the adapters, ``fp8gemm-bench --batch-invariant``, and the cost at small M
+(no split-K here: K split points fixed by K alone with split_k.cuh's fixed-order sum could stay;
+64-row tiles, see above).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+from .general import BLOCK_M, General, cost_us, plain_group_m
+from .selector import SHIPPED_GPU
+from .selector import explain as _explain
+from .variant import DEFAULT_NUM_SMS, GemmDesc
+
+ENV = "FP8GEMM_BATCH_INVARIANT"
+ENABLED = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")   # the process-wide mode
+
+SMALL_MS = (1, 16, 64, 256)          # the time model's reference sizes (never the call's M)
+LARGE_MS = (1024, 4096, 16384)
+LARGE_M_SLACK = 1.02                 # block_n within 2% of the best at LARGE_MS
+GROUP_M_AT = 4096                    # group_m: plain_group_m's rule at this M
+
+
+def set_batch_invariant(flag: bool) -> None:
+    """Turn the process-wide batch-invariant mode on or off (what ``batch_invariant=None`` means
+    in fp8gemm.matmul; initially $FP8GEMM_BATCH_INVARIANT=1)."""
+    global ENABLED
+    ENABLED = bool(flag)
+
+
+def batch_invariant() -> bool:
+    """Whether the process-wide batch-invariant mode is on."""
+    return ENABLED
+
+
+def resolve(flag) -> bool:
+    """A call's mode: ``flag``, or the process-wide one where it is None."""
+    return ENABLED if flag is None else bool(flag)
+
+
+def _geomean(xs) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+@functools.lru_cache(maxsize=4096)
+def invariant_candidate(n: int, k: int, out_dtype: str = "bfloat16") -> General:
+    """The general kernel's configuration for every M of (N, K, out dtype) in batch-invariant
+    mode: 128-row tiles, no K split, block_n by the time model at reference sizes (module
+    docstring), the most stages that fit, group_m of the large-M rule."""
+    block_ns = General.fallback_block_ns(GemmDesc(1, n, k, out_dtype))   # (16,) for N <= 16
+    ratios = {}
+    for block_n in block_ns:
+        ratios[block_n] = tuple(
+            _geomean([cost_us(m, n, k, block_n, 1, DEFAULT_NUM_SMS) /
+                      min(cost_us(m, n, k, b, 1, DEFAULT_NUM_SMS) for b in block_ns) for m in ms])
+            for ms in (LARGE_MS, SMALL_MS))
+    best_large = min(r[0] for r in ratios.values())
+    near = [b for b in block_ns if ratios[b][0] <= best_large * LARGE_M_SLACK]
+    block_n = min(near, key=lambda b: (ratios[b][1], -b))
+    stages = General.most_stages(block_n, out_dtype)
+    group_m = plain_group_m(GemmDesc(GROUP_M_AT, n, k, out_dtype))
+    large, small = ratios[block_n]
+    return General(block_n, stages, group_m, 1, BLOCK_M,
+                   reason=f"batch-invariant: the general kernel for every M, {BLOCK_M} x {block_n} tiles "
+                          f"(time model over reference M: {large:.2f}x the best block_n at M >= {LARGE_MS[0]}, "
+                          f"{small:.2f}x at M <= {SMALL_MS[-1]}), stages={stages}, no K split; chosen by "
+                          f"N={n}, K={k}, {out_dtype} alone")
+
+
+def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPPED_GPU,
+            batch_invariant: bool | None = None) -> str:
+    """fp8gemm.explain: which kernel a shape gets and why (selector.explain), or in batch-invariant
+    mode (``batch_invariant``, None: the process-wide mode) the mode's kernel and why."""
+    if not resolve(batch_invariant):
+        return _explain(m, n, k, out_dtype, gpu)
+    from ..validate import check_gemm_dims
+    sig = check_gemm_dims(m, n, k, out_dtype)
+    m, n, k, out_dtype = sig.m, sig.n, sig.k, sig.out_dtype
+    if m == 0:
+        return f"M=0 N={n} K={k} {out_dtype}: no kernel (matmul returns the empty [0, {n}] result without a launch)"
+    c = invariant_candidate(n, k, out_dtype)
+    return (f"M={m} N={n} K={k} {out_dtype} (batch-invariant): {c.describe()}, smem {c.smem_bytes(out_dtype)} B "
+            f"-- {c.reason}; each row's summation order (K blocks in order, per-element promotion, no split) "
+            f"is the same for every M")
