@@ -46,7 +46,9 @@ def m_major_as_ok(p) -> bool:
 @dataclass(frozen=True)
 class Dense(Candidate):
     """block_m x block_n tiles, ``stages`` ring buffers, ``cluster`` CTAs per pair (1 or 2) sharing
-    A (``multicast_a``) or B, tiles rastered in groups of ``group`` along N (sharing A) or M."""
+    A (``multicast_a``) or B, tiles rastered in groups of ``group`` along N (sharing A) or M;
+    ``two_accum``: one-wave tiles alternate two wgmma accumulators (block kb issued before block
+    kb - 1 is promoted; forced only, not yet measured)."""
 
     variant = "sm90_fp8_gemm_dense"
     block_m: int = 128
@@ -55,6 +57,7 @@ class Dense(Candidate):
     cluster: int = 1
     multicast_a: int = 1
     group: int = 8
+    two_accum: int = 0
 
     def registers_ok(self) -> bool:
         """The math threads' accumulator registers fit: one wgmma accumulator and a sum per wave,
@@ -62,7 +65,12 @@ class Dense(Candidate):
         and 128 x 192, 128 x 256 with them; a straddling width keeps two more scale products
         per wave live, so 160 there (tests/test_kernels_compile.py holds every configuration)."""
         waves = 2 if self.block_m == 256 else 1
-        return (1 + waves) * self.block_n // 2 <= (192 if 128 % self.block_n == 0 else 160)
+        return (1 + waves + self.two_accum) * self.block_n // 2 <= (192 if 128 % self.block_n == 0 else 160)
+
+    def two_accum_ok(self) -> bool:
+        """Two accumulators only on one-wave tiles (64 or 128 rows) inside one Bs row (the kernel's
+        static_assert: with straddling widths its wholly unrolled loop spilled)."""
+        return self.two_accum in (0, 1) and (not self.two_accum or (self.block_m != 256 and 128 % self.block_n == 0))
 
     @property
     def threads(self) -> int:
@@ -87,18 +95,19 @@ class Dense(Candidate):
     def is_valid(self, desc: GemmDesc) -> bool:
         return (desc.shape_ok() and desc.out_dtype != "float32" and self.block_m in BLOCK_MS
                 and width_ok(self.block_n) and self.registers_ok() and self.stages >= 2 and self.cluster in (1, 2)
-                and self.multicast_a in (0, 1) and self.group >= 1 and (self.cluster == 1 or self.group % 2 == 0)
+                and self.multicast_a in (0, 1) and self.group >= 1 and self.two_accum_ok() and (self.cluster == 1 or self.group % 2 == 0)
                 and self.smem_bytes(desc.out_dtype, desc.k, False) <= MAX_SMEM_PER_BLOCK)
 
     def label(self) -> str:
         pair = f" c2{'A' if self.multicast_a else 'B'}" if self.cluster == 2 else ""
-        return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}"
+        return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}{' 2acc' if self.two_accum else ''}"
 
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
-        kMulticastA, kGroup>"""
-        return (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
+        kMulticastA, kGroup[, kTwoAccum]> (the defaulted last one named only when set)"""
+        head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
+        return head + ("true",) if self.two_accum else head
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         if not m_major_as_ok(p):

@@ -152,7 +152,7 @@ struct Raster {
 }  // namespace dense
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
-          bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup>
+          bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false>
 __global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
@@ -175,6 +175,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     static_assert(BLOCK_N <= 128 || gcd(BLOCK_N, 128) == BLOCK_N - 128, "at most two Bs rows per tile");
     static_assert(kCluster == 1 || kCluster == 2, "pairs at most");
     static_assert(kNumStages >= 2, "double buffering at least");
+    static_assert(!kTwoAccum || (Shape<BLOCK_M>::kWaves == 1 && 128 % BLOCK_N == 0),
+                  "two accumulators: one-wave tiles (64 or 128 rows) inside one Bs row");
     static_assert(kShapeN % 8 == 0 || !kTmaStore, "TMA store: whole 16-byte rows");
 
     constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
@@ -386,14 +388,90 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     }
                 }
             };
+            // NOTES: the pair loop is unrolled whole: unrolled by 4 (a runtime back edge), ptxas lost
+            // track of which wgmma group the wait<1> retires and serialized every wgmma (C7514).
+            // With straddling widths at K = 7168 it spilled, hence uniform widths only.
+            // kTwoAccum (one-wave tiles; forced only, not yet measured): the general kernel's two
+            // accumulators in turn, block kb's wgmma issued before block kb - 1 is promoted, so the
+            // tensor core is not idle while this warpgroup promotes (bench/NOTES.md: one accumulator
+            // was 2-15% slower in the general kernel; here 128 x 128 ran 1.29x DeepGEMM's time).
+            const auto k_loop2 = [&](auto former_tag) {
+                constexpr uint32_t kFormer = decltype(former_tag)::value;
+                const uint32_t former_groups = kFormer == kRuntimeFormer ? former / 8 : kFormer;
+                float acc0[Mma::kNumAccum], acc1[Mma::kNumAccum];
+                float psa0 = 0.0f, psa1 = 0.0f, psb0 = 0.0f, psb1 = 0.0f;
+                uint32_t pstage = 0;
+                const auto promote = [&](float (&a)[Mma::kNumAccum]) {
+                    const float s00 = psa0 * psb0, s10 = psa1 * psb0, s01 = psa0 * psb1, s11 = psa1 * psb1;
+#pragma unroll
+                    for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                        const bool first = kUniformB || static_cast<uint32_t>(j) < former_groups;
+                        sum[0][4 * j + 0] += (first ? s00 : s01) * a[4 * j + 0];
+                        sum[0][4 * j + 1] += (first ? s00 : s01) * a[4 * j + 1];
+                        sum[0][4 * j + 2] += (first ? s10 : s11) * a[4 * j + 2];
+                        sum[0][4 * j + 3] += (first ? s10 : s11) * a[4 * j + 3];
+                    }
+                };
+                // Block kb into `cur`; then (kPromote) wait for block kb - 1 in `prev`, release its
+                // stage and promote it with its scales (read before that release).
+                const auto step = [&](float (&cur)[Mma::kNumAccum], float (&prev)[Mma::kNumAccum], uint32_t kb,
+                                      auto promote_tag) {
+                    const uint32_t stage = pipe.stage;
+                    const float sb0 = sfb[kb];
+                    const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
+                    wait_parity(full0 + stage * 8u, pipe.full_parity());
+                    const float* sfa = smem_sfa + stage * BLOCK_M;
+                    const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
+                    const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
+                    wgmma_fence_operands(cur);
+                    wgmma_fence();
+#pragma unroll
+                    for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k)
+                        Mma::mma(smem_desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
+                                 smem_desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), cur, k > 0 ? 1u : 0u);
+                    wgmma_commit_group();
+                    if constexpr (decltype(promote_tag)::value) {
+                        wgmma_wait<1>();
+                        wgmma_fence_operands(prev);
+                        __syncwarp();
+                        release(pstage, peer_alive);
+                        promote(prev);
+                    }
+                    psa0 = sa0, psa1 = sa1, psb0 = sb0, psb1 = sb1, pstage = stage;
+                    ++pipe;
+                };
+                using Yes = Former<1>;
+                using No = Former<0>;
+                step(acc0, acc1, 0, No{});
+#pragma unroll
+                for (uint32_t kb = 1; kb + 1 < kNumKBlocks; kb += 2) {
+                    step(acc1, acc0, kb, Yes{});
+                    step(acc0, acc1, kb + 1, Yes{});
+                }
+                if constexpr (kNumKBlocks % 2 == 0) step(acc1, acc0, kNumKBlocks - 1, Yes{});
+                wgmma_wait<0>();
+                __syncwarp();
+                release(pstage, peer_alive);
+                if constexpr (kNumKBlocks % 2 == 0) {
+                    wgmma_fence_operands(acc1);
+                    promote(acc1);
+                } else {
+                    wgmma_fence_operands(acc0);
+                    promote(acc0);
+                }
+            };
+            const auto run_loop = [&](auto former_tag) {
+                if constexpr (kTwoAccum) k_loop2(former_tag);
+                else k_loop(former_tag);
+            };
             // NOTES: DeepGEMM's bound: a compile-time `former` where the tile start takes at most 4
             // positions in a Bs row (gcd(BLOCK_N, 128) >= 32); a runtime compare per accumulator
             // group otherwise.
             constexpr uint32_t kGap = gcd(BLOCK_N, BLOCK_K) / 8;
             constexpr bool kFold = !kUniformB && BLOCK_K / gcd(BLOCK_N, BLOCK_K) <= 4;
-            if constexpr (kUniformB) k_loop(Former<BLOCK_N / 8>{});
-            else if constexpr (kFold) with_former<kGap, kGap, BLOCK_N / 8>(former / 8, k_loop);
-            else k_loop(Former<kRuntimeFormer>{});
+            if constexpr (kUniformB) run_loop(Former<BLOCK_N / 8>{});
+            else if constexpr (kFold) with_former<kGap, kGap, BLOCK_N / 8>(former / 8, run_loop);
+            else run_loop(Former<kRuntimeFormer>{});
 
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----
             if constexpr (kTmaStore) {

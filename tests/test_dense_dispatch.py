@@ -23,6 +23,17 @@ def test_register_rule(cfg, ok):
     assert Dense(*cfg, stages=2).registers_ok() is ok
 
 
+def test_two_accumulators_rule():
+    """One-wave tiles inside one Bs row only; the second accumulator counts in the registers."""
+    assert Dense(128, 128, two_accum=1).is_valid(GemmDesc(4096, 4096, 4096))
+    assert not Dense(256, 128, 3, 2, 1, 8, 1).is_valid(GemmDesc(4096, 4096, 4096))
+    assert not Dense(128, 96, two_accum=1).is_valid(GemmDesc(4096, 4096, 4096))
+    assert not Dense(128, 160, 4, two_accum=1).registers_ok()
+    assert Dense(128, 128, 5, 1, 1, 8, 1).template_args(4096, 4096, "bfloat16", True)[-1] == "true"
+    assert len(Dense(128, 128).template_args(4096, 4096, "bfloat16", True)) == 10
+    assert Dense(64, 64, 8, two_accum=1).label() == "dense 64x64 s8 g8 2acc"
+
+
 def test_validity():
     d = GemmDesc(4096, 4096, 4096)
     assert is_valid(d, Dense()) and is_valid(d, Dense(256, 128, 3, 2, 1, 8))

@@ -1,7 +1,8 @@
 """GPU tests of the dense mainloop (sm90_fp8_gemm_dense), forced with ``config=Dense(...)``: every
 tile height (64, 128, 256 rows: one wave, two warpgroups, two waves), widths that divide 128 and
 widths that straddle two Bs rows (48, 96, 112, 144, 160), CTA pairs sharing A or B
-(odd tile counts leave a CTA without a partner or without a tile), M / N / K tails, bf16 and fp16
+(odd tile counts leave a CTA without a partner or without a tile), two accumulators in turn on
+one-wave tiles, M / N / K tails, bf16 and fp16
 out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
 repeatable, inside NaN-poisoned buffers. As is M-major (the kernel reads it by TMA)."""
 import numpy as np
@@ -33,6 +34,7 @@ CONFIGS = [
     (64, 32, 10, 1, 1, 16), (128, 96, 5, 1, 1, 8), (128, 48, 6, 2, 1, 8), (128, 112, 5, 1, 0, 8),
     (128, 144, 4, 1, 1, 8), (128, 160, 4, 2, 0, 16), (256, 96, 3, 2, 1, 8), (64, 144, 6, 1, 1, 8),
     (256, 64, 4, 1, 1, 8), (64, 16, 12, 2, 1, 8),
+    (128, 128, 5, 1, 1, 8, 1), (64, 64, 8, 1, 1, 8, 1), (128, 64, 6, 2, 0, 8, 1),   # two accumulators
 ]
 # M tails inside a warpgroup, a wave, a second tile; N tails (not a multiple of 8 too: direct
 # stores) and N not a multiple of any width; K tails (a partial last K block).
