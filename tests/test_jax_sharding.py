@@ -68,7 +68,10 @@ def test_sharded_matmul_runs_per_shard_without_collectives(tmp_path):
     assert res.returncode == 0 and "OK" in res.stdout, (res.stdout[-2000:], res.stderr[-4000:])
 
 
-MAKE_MESH_SCRIPT = SCRIPT.split("    mesh = Mesh(")[0] + textwrap.dedent('''
+# NOTES: JAX_PLATFORMS=cpu: jax.make_mesh takes the default backend's devices, and on a GPU
+# machine that is the one GPU (the 2 x 2 mesh then failed there, H100, session 36).
+MAKE_MESH_SCRIPT = SCRIPT.split("    mesh = Mesh(")[0].replace(
+    'os.environ["XLA_FLAGS"]', 'os.environ["JAX_PLATFORMS"] = "cpu"\nos.environ["XLA_FLAGS"]') + textwrap.dedent('''
     mesh = jax.make_mesh((2, 2), ("data", "model"))          # Explicit axes where JAX makes them so
     m, n, k = 64, 512, 384
     rng = np.random.default_rng(0)
