@@ -41,14 +41,18 @@ STATE_VERSION = 2             # results hold the variant and its own knobs
 
 def candidates(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, limit: int = 16) -> list:
     """The fallback's choice first, then each variant's tuner_candidates (in sel.TUNER_ORDER) that
-    are valid for the shape, at most ``limit`` in all (the fallback is always kept)."""
+    are valid for the shape, at most ``limit`` in all (the fallback is always kept), then the
+    dense kernel's few (sel.EXTRA_CANDIDATES: beyond the limit, so that they take no slot from
+    the older kernels' neighbourhoods, e.g. the K splits at small N)."""
     fallback = sel.fallback(desc, num_sms)
     out, seen = [fallback], {fallback.key()}
-    for cls in sel.TUNER_ORDER:
+    for cls in sel.TUNER_ORDER + sel.EXTRA_CANDIDATES:
+        room = limit if cls in sel.TUNER_ORDER else len(out) + 1
         for c in cls.tuner_candidates(desc, num_sms):
-            if c.key() not in seen and is_valid(desc, c) and len(out) < limit:
+            if c.key() not in seen and is_valid(desc, c) and len(out) < room:
                 seen.add(c.key())
                 out.append(c)
+            room += cls not in sel.TUNER_ORDER
     return out
 
 

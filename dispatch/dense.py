@@ -1,10 +1,11 @@
 """``Dense`` (sm90_fp8_gemm_dense): the dense mainloop built the way DeepGEMM's SM90 kernel is
 (kernels_cu/sm90_fp8_gemm_dense.cu says how): N and the K-block count compiled in, As by TMA
-with each stage (M-major), Bs in shared memory once per tile, tiles of 64 / 128 / 256 rows and
-16-256 columns, 1 x 2 CTA pairs with TMA multicast of the shared operand.
+with each stage (M-major as a column, K-major as a 4-block window), Bs in shared memory once per
+tile, tiles of 64 / 128 / 256 rows and 16-256 columns, 1 x 2 CTA pairs with TMA multicast of the
+shared operand.
 
-Forced only for now (``config=Dense(...)``): the dispatcher does not pick it until the tuner has
-measured it against the kernels it would replace (bench/NOTES.md, "The dense mainloop").
+The tuner measures it beside the other kernels (tuner_candidates); a table entry picks it. Callers
+whose As TMA cannot read (scales_ok) get the general kernel instead (fp8gemm/api.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 BLOCK_MS = (64, 128, 256)
 PRODUCER_THREADS = 128
 BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
+SFA_WINDOW = 4                  # K blocks of As per stage when As is K-major (16 bytes: TMA's least box)
 
 
 def threads(block_m: int) -> int:
@@ -33,6 +35,28 @@ def width_ok(block_n: int) -> bool:
     if block_n % 8 or not 16 <= block_n <= 256:
         return False
     return block_n <= 128 or 128 % (block_n - 128) == 0
+
+
+def k_major_as_ok(p) -> bool:
+    """Whether TMA can read As K-major in windows of 4 K blocks (box {4, rows}): unit K stride, a
+    16-byte aligned base and row stride (K / 128 blocks a multiple of 4 in a packed As), rows
+    that do not overlap. One row has no row stride to speak of."""
+    kb = cdiv(p.k, BLOCK_K)
+    return (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0 and (
+        p.m == 1 or ((p.sa_stride_m * 4) % 16 == 0 and p.sa_stride_m >= kb))
+
+
+def scales_ok(p) -> bool:
+    """Whether the dense kernel can read this problem's As (either layout by TMA)."""
+    return m_major_as_ok(p) or k_major_as_ok(p)
+
+
+def k_major_as_map(p, rows: int):
+    """As [M, K / 128] row-major, box {rows, 4 K blocks}: a stage's window starts at its K block;
+    TMA zero-fills past K / 128 and past M."""
+    row_stride = max(p.sa_stride_m, cdiv(p.k, BLOCK_K)) if p.m == 1 else p.sa_stride_m
+    return tma.encode_2d(p.sa_ptr, p.m, cdiv(p.k, BLOCK_K), -(-row_stride * 4 // 16) * 16, rows, SFA_WINDOW, 4,
+                         tma.SWIZZLE_NONE)
 
 
 def m_major_as_ok(p) -> bool:
@@ -79,14 +103,16 @@ class Dense(Candidate):
     def staging_bytes(self, out_dtype: str, tma_store: bool) -> int:
         return self.block_m * self.block_n * OUT_BYTES[out_dtype] if tma_store else 0
 
-    def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True) -> int:
+    def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True,
+                   sfa_k_major: bool = True) -> int:
         """The kernel's layout: alignment slack, the A / B ring, the staging of every (warpgroup,
-        wave), each stage's As column, two tiles' two Bs rows, the barriers."""
+        wave), each stage's As column (or K-major window), two tiles' two Bs rows, the barriers.
+        is_valid checks the K-major form, the larger: a config valid there fits either layout."""
         kb = cdiv(k, BLOCK_K)
         sfb = -(-(2 * 2 * kb * 4) // 16) * 16
+        sfa = self.stages * self.block_m * 4 * (SFA_WINDOW if sfa_k_major else 1)
         return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
-                + self.staging_bytes(out_dtype, tma_store) + self.stages * self.block_m * 4 + sfb
-                + BARRIER_BYTES * self.stages)
+                + self.staging_bytes(out_dtype, tma_store) + sfa + sfb + BARRIER_BYTES * self.stages)
 
     def store_ok(self, out_dtype: str) -> bool:
         """Whether this width can use the TMA-store staging (rows of whole 128-byte chunks)."""
@@ -102,24 +128,31 @@ class Dense(Candidate):
         pair = f" c2{'A' if self.multicast_a else 'B'}" if self.cluster == 2 else ""
         return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}{' 2acc' if self.two_accum else ''}"
 
-    def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool) -> tuple:
+    def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
-        kMulticastA, kGroup[, kTwoAccum]> (the defaulted last one named only when set)"""
+        kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor]]> (the defaulted last ones named only where
+        needed)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
+        if sfa_k_major:
+            return head + (FLAG[bool(self.two_accum)], "true")
         return head + ("true",) if self.two_accum else head
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
-        if not m_major_as_ok(p):
-            raise ValueError("config Dense reads a_scale by TMA: it must be M-major (strides (1, >= M) in "
-                             "elements, 16-byte aligned base and column stride), as "
-                             "fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
+        # M-major where the caller's As is (no window: a quarter of the scale bytes), else K-major.
+        k_major = not m_major_as_ok(p)
+        if k_major and not k_major_as_ok(p):
+            raise ValueError("config Dense reads a_scale by TMA: it must be K-major with unit K stride, a "
+                             "16-byte aligned base and row stride (K / 128 a multiple of 4 when packed), or "
+                             "M-major (strides (1, >= M) in elements, 16-byte aligned base and column stride), "
+                             "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
         store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
                                                            out_aligned)
-        smem = self.smem_bytes(p.out_dtype, p.k, store)
+        smem = self.smem_bytes(p.out_dtype, p.k, store, k_major)
         if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
-            store, smem = False, self.smem_bytes(p.out_dtype, p.k, False)
-        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store), smem)
+            store, smem = False, self.smem_bytes(p.out_dtype, p.k, False, k_major)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
@@ -129,7 +162,8 @@ class Dense(Candidate):
         if self.cluster == 2:              # whole pairs (a CTA of a pair may find no tile)
             grid = min(grid + grid % 2, sms - sms % 2)
         return Plan(p, kern, grid, self.threads, smem, ldc,
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", m_major_as_map(p, self.block_m)),),
+                    gemm_args(tmap_a, tmap_b, p, ldc)
+                    + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),),
                     tma_store=store, num_tiles=tiles)
 
     @classmethod
@@ -141,4 +175,17 @@ class Dense(Candidate):
 
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
-        return []                  # forced only until measured (module docstring)
+        """The configurations measured at DeepGEMM's speed or better (bench/NOTES.md, session 36),
+        by M: 256 x 128 pairs from 512 rows, 128-row tiles (one and two accumulators) and 64 x 64
+        from 65. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
+        of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
+        the general kernel where a caller's As is neither (fp8gemm/api.py)."""
+        if desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % SFA_WINDOW:
+            return []
+        out = []
+        if desc.m >= 512:
+            out += [cls(256, 128, 3, 2, 1, 16), cls(256, 128, 3, 2, 1, 8), cls(256, 128, 3, 2, 0, 8)]
+        out += [cls(128, 128, 5, 1, 1, 8, 1), cls(128, 128, 5, 1, 1, 8)]
+        if desc.m <= 1024:
+            out += [cls(64, 64, 8, 1, 1, 8), cls(128, 64, 6, 1, 1, 8)]
+        return out

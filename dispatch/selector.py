@@ -27,8 +27,10 @@ from .wg3 import MIN_M as WG3_MIN_M
 from .wg3 import Wg3
 
 VARIANTS = {cls.variant: cls for cls in (General, SwapAB, ShortK, Gemv, Wg3, Dense)}
-# The order fp8gemm-tune searches them in after the fallback's own choice (Dense: forced only).
+# The order fp8gemm-tune searches them in after the fallback's own choice, then the dense kernel's
+# few candidates (at most 7, from M = 65) beyond its limit.
 TUNER_ORDER = (Gemv, ShortK, Wg3, General)
+EXTRA_CANDIDATES = (Dense,)
 
 
 def variants() -> tuple:
@@ -133,12 +135,14 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPP
     return _report(desc, fallback(desc, num_sms, force_variant))
 
 
-def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
+def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None,
+             dense: bool = True) -> Candidate:
     """The shape-based choice: the decode kernel where Gemv.takes, short-K where ShortK.takes,
     swap-AB up to SWAP_MAX_M tokens, else the general kernel or, from WG3_MIN_M rows (bf16 / fp16
     out), the three-warpgroup kernel where its estimate is at most the general kernel's (ties,
     HBM-bound at short K: measured faster, its epilogues overlap). ``force_variant`` picks the
-    variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16, Wg3 bf16 / fp16 out."""
+    variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16, Wg3 bf16 / fp16 out.
+    ``dense=False``: never the dense kernel (a caller's As it cannot read)."""
     if force_variant is not None:
         return VARIANTS[force_variant].fallback(desc, num_sms)
     if Gemv.takes(desc):

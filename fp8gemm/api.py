@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from . import output, plans
-from .dispatch import Candidate, GemmDesc, is_valid, select
+from .dispatch import Candidate, Dense, GemmDesc, is_valid, select
+from .dispatch.dense import scales_ok as dense_scales_ok
+from .dispatch.selector import fallback
 from .dispatch import invariant as invariant_mode
 from .intake import CUPY, TORCH, framework_of, intake
 from .launcher import building, gpu_key, sm_count
@@ -108,6 +110,11 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool,
     elif config is None:
         cand = select(problem.m, problem.n, problem.k, problem.out_dtype, gpu=gpu_key(problem.device),
                       num_sms=sm_count(problem.device))
+        if isinstance(cand, Dense) and not dense_scales_ok(problem):
+            # the table's dense kernel reads As by TMA; this caller's As is neither TMA-readable
+            # layout (a broadcast, an odd stride, K / 128 not a multiple of 4): the model's choice
+            cand = fallback(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), sm_count(problem.device),
+                            dense=False)
     else:
         cand = config
         if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):

@@ -5,10 +5,18 @@
 // What the loop has constant: N and the number of K blocks are template arguments (one
 // instantiation per weight shape, as DeepGEMM's `compiled_dims="nk"`), so the trip count, the
 // B-scale buffer and the tile count along N fold; M stays a runtime value. No global load in the
-// K loop: the tile's As column of each K block arrives by TMA with its stage (As M-major, the
-// layout `quantize_per_token_group(..., m_major_scales=True)` writes), and the tile's Bs (one or
+// K loop: the tile's As column of each K block arrives by TMA with its stage, and the tile's Bs (one or
 // two 128-row blocks of Bs, ceil(K/128) floats each) is copied into shared memory once per tile by
 // the math threads, double-buffered by tile parity so that one barrier orders it.
+//
+// As layouts: M-major (the layout `quantize_per_token_group(..., m_major_scales=True)` writes, and
+// DeepGEMM's) comes as a box {BLOCK_M, 1}: the stage holds the column. K-major (our quantizer's
+// default, kSfaKMajor) comes as a window, box {4, BLOCK_M} starting at the stage's K block: TMA's
+// inner box must span 16 bytes, so each stage carries 4 K blocks' scales of which it reads the
+// first, at a constant offset (row * 4): no index math, no conversion kernel, 3 wasted floats per
+// row and stage (BLOCK_M * 12 bytes, against the stage's (BLOCK_M + BLOCK_N) * 128 of operands).
+// TMA needs the row stride a multiple of 16 bytes there (K / 128 blocks a multiple of 4 in a
+// packed As); the host falls back to the general kernel where it is not.
 //
 // Warps: kMathWGs math warpgroups (1 for 64-row tiles, 2 otherwise) first, then one producer
 // warpgroup whose thread kMathThreads issues every TMA load. A math warpgroup owns rows
@@ -152,7 +160,8 @@ struct Raster {
 }  // namespace dense
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
-          bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false>
+          bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
+          bool kSfaKMajor = false>
 __global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
@@ -160,7 +169,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                            const float* __restrict__ a_scale, int64_t sa_stride_m, int64_t sa_stride_k,  // by tmap_sa
                            const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                            void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N,
-                           // As M-major: inner dimension M, box {BLOCK_M, 1}
+                           // As M-major: inner dimension M, box {BLOCK_M, 1}; K-major: inner
+                           // dimension K / 128, box {4, BLOCK_M}
                            const __grid_constant__ TmaDescriptor tmap_sa) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace dense;
@@ -182,7 +192,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
     constexpr uint32_t kAStage = BLOCK_M * BLOCK_K;
     constexpr uint32_t kBStage = BLOCK_N * BLOCK_K;
-    constexpr uint32_t kSfaStage = BLOCK_M * 4;
+    constexpr uint32_t kSfaCols = kSfaKMajor ? 4 : 1;           // floats per row and stage
+    constexpr uint32_t kSfaStage = BLOCK_M * kSfaCols * 4;
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
@@ -196,7 +207,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     uint8_t* smem_b = smem_a + kNumStages * kAStage;
     uint8_t* smem_staging = smem_b + kNumStages * kBStage;
     float* smem_sfa = reinterpret_cast<float*>(smem_staging + kStagingBytes);
-    float* smem_sfb = smem_sfa + kNumStages * BLOCK_M;
+    float* smem_sfb = smem_sfa + kNumStages * BLOCK_M * kSfaCols;
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(reinterpret_cast<uint8_t*>(smem_sfb) + kSfbBytes);
     Mbarrier* empty_bar = full_bar + kNumStages;
 
@@ -239,16 +250,19 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     Mbarrier* bar = &full_bar[pipe.stage];
                     uint8_t* a_dst = smem_a + pipe.stage * kAStage;
                     uint8_t* b_dst = smem_b + pipe.stage * kBStage;
-                    float* sfa_dst = smem_sfa + pipe.stage * BLOCK_M;
+                    float* sfa_dst = smem_sfa + pipe.stage * BLOCK_M * kSfaCols;
                     const int32_t k = static_cast<int32_t>(kb * BLOCK_K);
+                    // the As box's coordinates, inner first
+                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb) : static_cast<int32_t>(a_row);
+                    const int32_t sa_c1 = kSfaKMajor ? static_cast<int32_t>(a_row) : static_cast<int32_t>(kb);
                     if (kMulticastA && share) {
                         if (rank == 0) {
                             tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_row, kPairMask);
-                            tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, a_row, kb, kPairMask);
+                            tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1, kPairMask);
                         }
                     } else {
                         tma_load_2d(a_dst, &tmap_a, bar, k, a_row);
-                        tma_load_2d(sfa_dst, &tmap_sa, bar, a_row, kb);
+                        tma_load_2d(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1);
                     }
                     if (!kMulticastA && share) {
                         if (rank == 0) tma_load_2d_multicast(b_dst, &tmap_b, bar, k, b_row, kPairMask);
@@ -353,11 +367,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const float sb0 = sfb[kb];
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
-                    const float* sfa = smem_sfa + stage * BLOCK_M;
+                    const float* sfa = smem_sfa + stage * BLOCK_M * kSfaCols;
 #pragma unroll
                     for (uint32_t w = 0; w < S::kWaves; ++w) {
                         // Read before the stage is released (the next tile's loads may land there).
-                        const float sa0 = sfa[w * S::kWaveRows + r0], sa1 = sfa[w * S::kWaveRows + r0 + 8];
+                        const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaCols];
+                        const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaCols];
                         const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (kBStage >> 4);
                         wgmma_fence_operands(accum);
@@ -420,8 +435,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const float sb0 = sfb[kb];
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
-                    const float* sfa = smem_sfa + stage * BLOCK_M;
-                    const float sa0 = sfa[r0], sa1 = sfa[r0 + 8];
+                    const float* sfa = smem_sfa + stage * BLOCK_M * kSfaCols;
+                    const float sa0 = sfa[r0 * kSfaCols], sa1 = sfa[(r0 + 8) * kSfaCols];
                     const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
                     wgmma_fence_operands(cur);
                     wgmma_fence();

@@ -1,6 +1,8 @@
 """CPU: the dense kernel's host descriptor (dispatch/dense.py): its validity rules, template
-arguments, shared-memory sum and grid, and that the dispatcher never picks it by itself (forced
-only until measured)."""
+arguments, shared-memory sum and grid, the As layouts it reads (and the fallback for those it
+cannot), and the tuner's candidates."""
+from types import SimpleNamespace
+
 import pytest
 
 from fp8gemm.dispatch import Dense, GemmDesc, is_valid, select
@@ -49,16 +51,75 @@ def test_template_and_smem():
     assert c.template_args(7168, 2048, "float16", True) == (256, 128, 3, 7168, 2048, 1, "true", 2, "true", 16)
     # alignment slack, ring, staging of 4 (warpgroup, wave) pairs, As slots, two tiles' Bs rows, barriers
     kb = 32
-    assert c.smem_bytes("bfloat16", 4096, True) == 1024 + 3 * 384 * 128 + 256 * 128 * 2 + 3 * 256 * 4 + 4 * kb * 4 + 48
+    mm = c.smem_bytes("bfloat16", 4096, True, sfa_k_major=False)
+    assert mm == 1024 + 3 * 384 * 128 + 256 * 128 * 2 + 3 * 256 * 4 + 4 * kb * 4 + 48
+    # K-major As: a window of 4 K blocks per row and stage
+    assert c.smem_bytes("bfloat16", 4096, True) == mm + 3 * 256 * 4 * 3
     assert c.smem_bytes("bfloat16", 4096, False) == c.smem_bytes("bfloat16", 4096, True) - 256 * 128 * 2
+    assert c.template_args(7168, 2048, "float16", True, True)[-2:] == ("false", "true")
+    assert Dense(128, 128, 5, 1, 1, 8, 1).template_args(4096, 4096, "bfloat16", True, True)[-2:] == ("true", "true")
     assert c.threads == 384 and Dense(64, 64).threads == 256
     assert c.label() == "dense 256x128 s3 c2A g16"
 
 
-def test_forced_only():
-    """In VARIANTS (a table entry or config= names it), never chosen by select."""
+def test_table_entry_and_tuner_candidates():
+    """A table entry names it; the tuner offers it from M = 65 where a packed K-major As is
+    TMA-readable (K / 128 a multiple of 4), never for fp32 out."""
     assert VARIANTS["sm90_fp8_gemm_dense"] is Dense
     assert from_entry({"variant": "sm90_fp8_gemm_dense", "block_m": 256, "cluster": 2}) == Dense(256, cluster=2)
-    for m, n, k in ((4096, 4096, 4096), (16384, 8192, 4096), (128, 4096, 8192), (1, 4096, 4096)):
-        assert not isinstance(select(m, n, k), Dense)
-    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096)) == []
+    big = Dense.tuner_candidates(GemmDesc(4096, 4096, 4096))
+    assert Dense(256, 128, 3, 2, 1, 16) in big and all(is_valid(GemmDesc(4096, 4096, 4096), c) for c in big)
+    small = Dense.tuner_candidates(GemmDesc(128, 4096, 8192))
+    assert Dense(64, 64, 8) in small and not any(c.block_m == 256 for c in small)
+    assert Dense.tuner_candidates(GemmDesc(64, 4096, 4096)) == []
+    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 256)) == []          # K / 128 = 2: no TMA row stride
+    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096, "float32")) == []
+
+
+def _problem(m, k, sa_stride_m, sa_stride_k, sa_ptr=1 << 20):
+    return SimpleNamespace(m=m, k=k, sa_ptr=sa_ptr, sa_stride_m=sa_stride_m, sa_stride_k=sa_stride_k)
+
+
+@pytest.mark.parametrize("m,k,sm,sk,mm,km", [
+    (300, 4096, 32, 1, False, True),        # packed K-major, 32 blocks: the window
+    (300, 4096, 1, 302, False, False),      # M-major, column stride 302 floats: not 16-byte aligned
+    (300, 4096, 1, 304, True, False),       # M-major, TMA-aligned (DeepGEMM's layout)
+    (300, 1536, 12, 1, False, True),        # 12 blocks: 48-byte rows
+    (300, 256, 2, 1, False, False),         # 2 blocks: 8-byte rows, neither
+    (300, 4096, 0, 1, False, False),        # a broadcast As row
+    (1, 256, 0, 1, False, True),            # one row: no row stride to speak of (K-major)
+])
+def test_as_layouts(m, k, sm, sk, mm, km):
+    p = _problem(m, k, sm, sk)
+    assert dense.m_major_as_ok(p) is mm and dense.k_major_as_ok(p) is km
+    assert dense.scales_ok(p) is (mm or km)
+    assert not dense.k_major_as_ok(_problem(m, k, sm, sk, sa_ptr=(1 << 20) + 4))   # base not 16-byte aligned
+
+
+def test_dispatcher_falls_back_where_as_is_unreadable(monkeypatch):
+    """A table entry naming Dense on a problem whose As TMA cannot read gives the model's choice
+    (never Dense), through the same plan_problem that matmul and the JAX handler use."""
+    from fp8gemm import api
+    picked = []
+    monkeypatch.setattr(api, "select", lambda *a, **kw: Dense(256, 128, 3, 2, 1, 16))
+    monkeypatch.setattr(api, "gpu_key", lambda dev: "h100")
+    monkeypatch.setattr(api, "sm_count", lambda dev: 132)
+
+    class Stop(Exception):
+        pass
+
+    def fake_plan(self, p, ldc, aligned):
+        picked.append(self)
+        raise Stop
+    for cls in set(VARIANTS.values()):
+        monkeypatch.setattr(cls, "plan", fake_plan)
+    prob = SimpleNamespace(m=4096, n=4096, k=4096, out_dtype="bfloat16", device=0, sa_ptr=1 << 20,
+                           sa_stride_m=0, sa_stride_k=1)
+    monkeypatch.setattr(api, "building", lambda dev: __import__("contextlib").nullcontext())
+    with pytest.raises(Stop):
+        api.plan_problem(prob, None, 4096, True)
+    assert picked and not isinstance(picked[0], Dense)
+    prob.sa_stride_m = 32
+    with pytest.raises(Stop):
+        api.plan_problem(prob, None, 4096, True)
+    assert isinstance(picked[1], Dense)

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from fp8gemm import compiler
-from fp8gemm.dispatch import Dense, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
+from fp8gemm.dispatch import Dense, GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -160,11 +160,18 @@ def _dense_instantiations():
         for n, k in ((1000, 1536), (4096, 4096))[:2 if i < 3 else 1]:
             for dt in ("bfloat16", "float16"):
                 for store in {c.store_ok(dt), False}:
-                    if c.smem_bytes(dt, k, store) <= 232448:
-                        seen.add((c.variant, c.template_args(n, k, dt, store)))
+                    for km in (False, True):           # As M-major, K-major (the window)
+                        if c.smem_bytes(dt, k, store, km) <= 232448:
+                            seen.add((c.variant, c.template_args(n, k, dt, store, km)))
     for c, n, k in ((Dense(256, 128, 3, 2, 1, 8), 4096, 4096), (Dense(64, 64, 8), 4096, 8192),
                     (Dense(256, 128, 3, 2, 1, 16), 8192, 4096)):
         seen.add((c.variant, c.template_args(n, k, "bfloat16", True)))
+    # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
+    for n in (512, 1536, 4096, 8192):
+        for k in (1024, 4096):
+            for c in Dense.tuner_candidates(GemmDesc(4096, n, k)) + Dense.tuner_candidates(GemmDesc(128, n, k)):
+                store = c.store_ok("bfloat16") and c.smem_bytes("bfloat16", k, True, True) <= 232448
+                seen.add((c.variant, c.template_args(n, k, "bfloat16", store, True)))
     return seen
 
 

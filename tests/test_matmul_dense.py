@@ -4,7 +4,9 @@ widths that straddle two Bs rows (48, 96, 112, 144, 160), CTA pairs sharing A or
 (odd tile counts leave a CTA without a partner or without a tile), two accumulators in turn on
 one-wave tiles, M / N / K tails, bf16 and fp16
 out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
-repeatable, inside NaN-poisoned buffers. As is M-major (the kernel reads it by TMA)."""
+repeatable, inside NaN-poisoned buffers. As in both layouts the kernel reads by TMA: M-major (a
+column per stage) and K-major (a 4-block window per stage; packed, and padded where K / 128 is
+not a multiple of 4)."""
 import numpy as np
 import pytest
 
@@ -28,6 +30,16 @@ def m_major(sa, pad_rows: int = 4):
     return buf[:, :m].T
 
 
+def k_major_padded(sa, pad: int = 4):
+    """a_scale [M, KB] K-major with its row stride KB rounded up to ``pad`` floats (16 bytes: the
+    window's TMA rule where KB is not a multiple of 4), padding NaN."""
+    import cupy
+    m, kb = sa.shape
+    buf = cupy.full((m, -(-kb // pad) * pad), np.nan, dtype=cupy.float32)
+    buf[:, :kb] = sa
+    return buf[:, :kb]
+
+
 # (block_m, block_n, stages, cluster, multicast_a, group)
 CONFIGS = [
     (128, 128, 5, 1, 1, 8), (256, 128, 3, 2, 1, 8), (256, 128, 3, 2, 0, 8), (64, 64, 8, 1, 1, 8),
@@ -47,6 +59,18 @@ SHAPES = [(1, 128, 128), (100, 136, 400), (129, 256, 1024), (300, 1000, 1536), (
 def test_forced(m, n, k, cfg):
     case = random_case(m, n, k, seed=m + 3 * n + k)
     out = fp8gemm.matmul(case.a, case.b, m_major(case.a_scale), case.b_scale, config=Dense(*cfg))
+    check(out, case)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_forced_k_major(m, n, k, cfg):
+    """Our quantizer's layout: packed where its rows are 16-byte multiples (the window reads past
+    K / 128 as zeros), else in a padded buffer (NaN padding never read into a sum)."""
+    case = random_case(m, n, k, seed=m + 5 * n + k)
+    kb = case.a_scale.shape[1]
+    sa = case.a_scale if kb % 4 == 0 or m == 1 else k_major_padded(case.a_scale)
+    out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))
     check(out, case)
 
 
@@ -81,6 +105,8 @@ def test_repeatable_and_equal_to_general(cfg):
     for _ in range(20):
         again = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))).view(cupy.uint16)
         assert bool((again == first).all()), "not bitwise repeatable"
+    k_major = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Dense(*cfg)))
+    assert bool((k_major.view(cupy.uint16) == first).all()), "the As layouts give other bits"
     if cfg[1] == 128:
         want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=General(128, 4, 8))
         assert bool((cupy.asarray(want).view(cupy.uint16) == first).all()), "differs from the general kernel"
@@ -109,11 +135,17 @@ def test_nan_poisoned_borders(m, n, k, pad, cfg):
 
 
 def test_refused():
-    """A K-major a_scale (TMA cannot read a tile's column of it), fp32 out, widths the kernel has
-    no wgmma for, whose tile would reach three Bs rows, or whose sums would not fit the registers."""
-    case = random_case(256, 512, 1024, seed=1)
+    """An a_scale TMA cannot read (packed K-major with K / 128 not a multiple of 4, a broadcast
+    row), fp32 out, widths the kernel has no wgmma for, whose tile would reach three Bs rows, or
+    whose sums would not fit the registers."""
+    import cupy
+    odd = random_case(256, 512, 2064, seed=1)
     with pytest.raises(ValueError, match="M-major"):
-        fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=Dense())
+        fp8gemm.matmul(odd.a, odd.b, odd.a_scale, odd.b_scale, config=Dense())
+    case = random_case(256, 512, 1024, seed=1)
+    row = cupy.broadcast_to(cupy.asarray(case.a_scale)[:1], case.a_scale.shape)
+    with pytest.raises(ValueError, match="M-major"):
+        fp8gemm.matmul(case.a, case.b, row, case.b_scale, config=Dense())
     sa = m_major(case.a_scale)
     for cfg, dt in ((Dense(), "float32"), (Dense(128, 200), "bfloat16"), (Dense(128, 12), "bfloat16"),
                     (Dense(128, 192), "bfloat16"), (Dense(256, 160, 2), "bfloat16"),

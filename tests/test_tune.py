@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fp8gemm.bench import peers, tune
-from fp8gemm.dispatch import Gemv, GemmDesc, General, ShortK, SwapAB, is_valid
+from fp8gemm.dispatch import Dense, Gemv, GemmDesc, General, ShortK, SwapAB, is_valid
 from fp8gemm.dispatch import general
 from fp8gemm.dispatch import selector as sel
 
@@ -17,7 +17,9 @@ def test_candidates_valid_unique_fallback_first(m, n, k):
     desc = GemmDesc(m, n, k)
     cands = tune.candidates(desc, limit=12)
     assert cands[0] == sel.fallback(desc)
-    assert 1 < len(cands) <= 12
+    older = [c for c in cands if type(c) not in sel.EXTRA_CANDIDATES]
+    assert 1 < len(older) <= 12 and cands[:len(older)] == older        # the dense kernel's come last
+    assert len(cands) - len(older) == len([c for c in Dense.tuner_candidates(desc) if is_valid(desc, c)])
     assert len({c.key() for c in cands}) == len(cands)
     assert all(is_valid(desc, c) for c in cands)
 
@@ -28,7 +30,8 @@ def test_candidates_explore_orientation_and_splits_for_small_m():
     assert len({c.splits for c in cands if isinstance(c, General)}) > 1
     big = tune.candidates(GemmDesc(8192, 8192, 4096), limit=32)
     assert not any(isinstance(c, SwapAB) for c in big)
-    assert {c.group_m for c in big} >= {1, 8, 16} and {c.stages for c in big} >= {4}
+    assert {c.group_m for c in big if isinstance(c, General)} >= {1, 8, 16} and {c.stages for c in big} >= {4}
+    assert Dense(256, 128, 3, 2, 1, 16) in big
 
 
 def test_candidates_include_short_k_tiles_only_for_short_k():
