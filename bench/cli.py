@@ -4,6 +4,7 @@
     fp8gemm-bench --quick              # 20 representative shapes, under a minute
     fp8gemm-bench --m 1,64 --n 4096 --k 4096 --variant sm90_fp8_gemm_general
     fp8gemm-bench --csv bench/results/h200.csv --plot bench/results/h200.png
+    fp8gemm-bench --quick --batch-invariant   # the batch-invariant mode beside the default, and its cost
     fp8gemm-bench --moe --csv bench/results/h200_moe.csv   # the MoE layer (moe.py), V4-Flash and -Pro
 
 Timing: L2 flushed by a read kernel before every call, device time from CUPTI (torch.profiler),
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--a-scale", default="k-major", choices=("k-major", "m-major"),
                    help="the A scales fp8gemm gets: row-major (quantize_per_token_group's default) or M-major "
                         "with 16-byte aligned columns (its m_major_scales=True), made outside the timing")
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="also time fp8gemm.matmul(batch_invariant=True) beside the default mode (same run, same "
+                        "timer; column 'invariant') and summarize its cost: its time / the default's and / "
+                        "DeepGEMM's, per M band")
     p.add_argument("--peers", type=_peer_list, default=list(PEERS),
                    help=f"comma-separated peers to include (default: {','.join(PEERS)}; 'none' for none)")
     p.add_argument("--iters", type=int, default=20, help="timed calls per kernel (median; >= 5)")
@@ -367,12 +372,21 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
     def ours():
         return fp8gemm.matmul(x.a, x.b, sa, x.sb, out_dtype=args.out_dtype, config=cand)
 
+    def invariant():
+        return fp8gemm.matmul(x.a, x.b, sa, x.sb, out_dtype=args.out_dtype, batch_invariant=True)
+
     fns = {"ours": ours}
-    out = ours()
-    if ref is not None:
-        row.max_rel_err = reference.rel_fro_error(as_float64(out), ref)
-        if not row.max_rel_err <= OURS_TOL[args.out_dtype]:
-            notes.append(f"ours WRONG ({row.max_rel_err:.1e})")
+    if getattr(args, "batch_invariant", False):
+        fns["invariant"] = invariant
+    for label, fn in list(fns.items()):
+        out = fn()
+        if ref is not None:
+            err = reference.rel_fro_error(as_float64(out), ref)
+            if label == "ours":
+                row.max_rel_err = err
+            if not err <= OURS_TOL[args.out_dtype]:
+                notes.append(f"{label} WRONG ({err:.1e})")
+    ours_fns = dict(fns)
 
     def check(res):
         if ref is None:
@@ -395,9 +409,10 @@ def bench_shape(m, n, k, args, flush, peers, dispatch_variant, host_us=None, cra
         times = timer(fns, flush, args.iters)
     except Exception as exc:          # a peer that checked out but fails under the profiler
         notes.append(f"timing with the peers failed ({type(exc).__name__} {_first_line(exc)}): ours timed alone")
-        fns, peer_choice = {"ours": ours}, {}
+        fns, peer_choice = ours_fns, {}
         times = timer(fns, flush, args.iters)
     row.ours_us = times["ours"]
+    row.invariant_us = times.get("invariant")
     for peer in peers:
         labels = peer_choice.get(peer)
         if labels:
@@ -436,6 +451,9 @@ def main(argv=None) -> int:
         raise SystemExit("fp8gemm-bench: --timer graph is wired for the GEMM trace only; --moe times by CUPTI")
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
+    if args.batch_invariant and args.moe:
+        raise SystemExit("fp8gemm-bench: --batch-invariant times fp8gemm.matmul; the MoE layer has no "
+                         "batch-invariant mode yet (drop --moe or --batch-invariant)")
     if args.plot and args.moe:
         raise SystemExit("fp8gemm-bench: --plot draws the GEMM trace's speedups; --moe writes no plot (drop --plot)")
     if args.plot:
@@ -503,7 +521,8 @@ def main(argv=None) -> int:
             "timing": {"method": GRAPH_METHOD if args.timer == "graph" else CUPTI_METHOD, "iters": args.iters,
                        "statistic": "median"},
             "peers": peers, "ceilings": ceilings, "out_dtype": args.out_dtype, "host_floor": floor,
-            "a_scale_layout": args.a_scale, **provenance(), "environment": environment()}
+            "a_scale_layout": args.a_scale, "batch_invariant": args.batch_invariant, **provenance(),
+            "environment": environment()}
     if warm_report:
         meta["peer_warm"] = warm_report
     if args.csv:

@@ -29,6 +29,7 @@ class Row:
     cublaslt_us: float | None = None
     triton_us: float | None = None
     deepgemm_us: float | None = None
+    invariant_us: float | None = None      # fp8gemm.matmul(batch_invariant=True), with --batch-invariant
     roofline_us: float | None = None
     max_rel_err: float | None = None
     tflops: float | None = None
@@ -147,18 +148,49 @@ def summarize(rows) -> dict:
     fr = [r.frac_roofline for r in rows if r.frac_roofline]
     if fr:
         out["frac_of_roofline_plus_2us"] = {"geomean": geomean(fr), "min": min(fr), "max": max(fr)}
+    invariant = summarize_invariant(rows)
+    if invariant:
+        out["batch_invariant"] = invariant
+    return out
+
+
+def _time_ratios(rows, num: str, den: str) -> dict | None:
+    """Geomean of ``num`` time / ``den`` time over the rows that have both, overall and per M
+    band, and the shape where the ratio is largest; None where no row has both."""
+    pairs = [(r, getattr(r, num) / getattr(r, den)) for r in rows if getattr(r, num) and getattr(r, den)]
+    if not pairs:
+        return None
+    bands = {label: geomean([q for r, q in pairs if lo <= r.M <= hi]) for label, lo, hi in M_BANDS}
+    worst_row, worst = max(pairs, key=lambda p: p[1])
+    return {"shapes": len(pairs), "geomean": geomean([q for _, q in pairs]),
+            "per_m_band": {k: v for k, v in bands.items() if v is not None},
+            "max": worst, "max_on": f"{worst_row.M}x{worst_row.N}x{worst_row.K}"}
+
+
+def summarize_invariant(rows) -> dict:
+    """The batch-invariant mode's cost (``--batch-invariant``): its time over our default mode's
+    (same run, same timer) and over DeepGEMM's where that peer was timed; > 1: the mode is slower."""
+    out = {}
+    for against, col in (("default", "ours_us"), ("deepgemm", "deepgemm_us")):
+        ratios = _time_ratios(rows, "invariant_us", col)
+        if ratios:
+            out[f"vs_{against}"] = ratios
     return out
 
 
 def format_table(rows) -> str:
-    head = (f"{'M':>6} {'N':>6} {'K':>5} {'variant':<22} {'ours':>8} {'cuBLASLt':>9} {'triton':>8} "
-            f"{'deepgemm':>9} {'roof':>7} {'frac':>5} {'x best':>6} {'TFLOP/s':>8} {'err':>8}")
+    """One line per row; the batch-invariant mode's column where a row has it."""
+    inv = any(r.invariant_us is not None for r in rows)
+    head = (f"{'M':>6} {'N':>6} {'K':>5} {'variant':<22} {'ours':>8} " + (f"{'invariant':>9} " if inv else "") +
+            f"{'cuBLASLt':>9} {'triton':>8} {'deepgemm':>9} {'roof':>7} {'frac':>5} {'x best':>6} {'TFLOP/s':>8} "
+            f"{'err':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         b = best_peer_us(r)
         lines.append(
-            f"{r.M:>6} {r.N:>6} {r.K:>5} {r.variant[:22]:<22} {_num(r.ours_us):>8} {_num(r.cublaslt_us):>9} "
-            f"{_num(r.triton_us):>8} {_num(r.deepgemm_us):>9} {_num(r.roofline_us):>7} "
+            f"{r.M:>6} {r.N:>6} {r.K:>5} {r.variant[:22]:<22} {_num(r.ours_us):>8} "
+            + (f"{_num(r.invariant_us):>9} " if inv else "") +
+            f"{_num(r.cublaslt_us):>9} {_num(r.triton_us):>8} {_num(r.deepgemm_us):>9} {_num(r.roofline_us):>7} "
             f"{_num(r.frac_roofline, 2):>5} {_num(b / r.ours_us if b and r.ours_us else None, 2):>6} "
             f"{_num(r.tflops, 0):>8} {_sci(r.max_rel_err):>8}")
     return "\n".join(lines)
@@ -167,6 +199,8 @@ def format_table(rows) -> str:
 def format_summary(summary: dict) -> str:
     lines = ["Summary (speedup = peer time / fp8gemm time; > 1 means fp8gemm is faster)"]
     for peer, s in summary.items():
+        if peer == "batch_invariant":
+            continue
         if peer.startswith("frac"):
             lines.append(f"  fraction of (roofline + 2 us): geomean {s['geomean']:.2f}, "
                          f"min {s['min']:.2f}, max {s['max']:.2f}")
@@ -176,6 +210,13 @@ def format_summary(summary: dict) -> str:
         slow = s["slower_on"]
         lines.append(f"      slower on {len(slow)} shape(s)" + (": " + ", ".join(slow[:12]) +
                                                                 (" ..." if len(slow) > 12 else "") if slow else ""))
+    invariant = summary.get("batch_invariant")
+    if invariant:
+        lines.append("  batch-invariant mode (time ratio = its time / the other's; > 1 means the mode is slower)")
+        for against, s in invariant.items():
+            bands = ", ".join(f"{k}: {v:.3f}" for k, v in s["per_m_band"].items())
+            lines.append(f"    {against.replace('_', ' '):<12} geomean {s['geomean']:.3f} over {s['shapes']} shapes "
+                         f"({bands}); most {s['max']:.3f} at {s['max_on']}")
     return "\n".join(lines)
 
 

@@ -6,7 +6,8 @@ calls.
     y = fp8gemm.jax.grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets)
     q, s = fp8gemm.jax.quantize_per_token_group(x)                 # q float8_e4m3fn
 
-Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, ``fp8gemm_grouped_contiguous``,
+Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, in batch-invariant mode
+``fp8gemm_matmul_batch_invariant``, ``fp8gemm_grouped_contiguous``,
 ``fp8gemm_grouped_masked``, ``fp8gemm_quantize_per_token_group``, ``fp8gemm_quantize_per_block``)
 whose handler is Python (fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and
 stream, validates the problem, plans the launch once per buffer signature (the GEMMs) and launches
@@ -17,7 +18,9 @@ GEMMs take their offsets / counts as device arrays (read by the kernel: nothing 
 host); the contiguous form leaves rows outside offsets[0] .. offsets[G] unspecified, as eager
 does; the masked form plans for max_rows per group (eager's ``expected_rows`` hint is not taken
 under jit). The quantizers use eps = 1e-10. ``fp8gemm.jax.moe`` runs the eager MoE layer on CuPy
-views of XLA's buffers (target ``fp8gemm_moe_<clamp>``).
+views of XLA's buffers (target ``fp8gemm_moe_<clamp>``). matmul's ``batch_invariant`` is
+fp8gemm.matmul's (None: the process-wide mode when the function is traced); the mode has its own
+target and plan key, so that a plan of one mode never serves the other's calls.
 
 STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CPU platform
 (tests/test_xla_ffi.py); the CUDA target awaits its GPU tests (tests/test_jax_ffi_gpu.py).
@@ -29,12 +32,14 @@ import threading
 
 from . import xla_ffi
 from .api import plan_problem
+from .dispatch.invariant import resolve as resolve_invariant
 from .intake import Tensor
 from .plans import PLANS, remember
 from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, check_grouped_signature, normalize_out_dtype, \
     validate_gemm, validate_grouped
 
 TARGET = "fp8gemm_matmul"
+MATMUL_TARGETS = {False: TARGET, True: "fp8gemm_matmul_batch_invariant"}   # by batch-invariant mode
 GROUPED_TARGETS = {False: "fp8gemm_grouped_contiguous", True: "fp8gemm_grouped_masked"}
 QUANT_TARGETS = {"token": "fp8gemm_quantize_per_token_group", "block": "fp8gemm_quantize_per_block"}
 EPS = 1e-10
@@ -72,11 +77,12 @@ def _run_planned(call: xla_ffi.Call, target: str, names: tuple, tag: tuple, plan
         entry[0].run(call.rets[0].ptr, call.stream())
 
 
-def _execute(call: xla_ffi.Call) -> None:
+def _execute(call: xla_ffi.Call, batch_invariant: bool = False) -> None:
     def plan(inputs, out):
         problem = validate_gemm(*inputs, out, None)
-        return plan_problem(problem, None, problem.n, out.ptr % 16 == 0)
-    _run_planned(call, TARGET, ("a", "b", "a_scale", "b_scale"), ("jax",), plan)
+        return plan_problem(problem, None, problem.n, out.ptr % 16 == 0, batch_invariant)
+    _run_planned(call, MATMUL_TARGETS[batch_invariant], ("a", "b", "a_scale", "b_scale"),
+                 ("jax", batch_invariant), plan)
 
 
 def _execute_grouped(call: xla_ffi.Call, masked: bool) -> None:
@@ -164,7 +170,8 @@ def _register(target: str, fn, **kw) -> None:
 
 def register() -> None:
     """Register the CUDA FFI targets (idempotent; each function does it on first use)."""
-    _register(TARGET, _execute, command_buffer_compatible=True)
+    for invariant, target in MATMUL_TARGETS.items():
+        _register(target, lambda call, invariant=invariant: _execute(call, invariant), command_buffer_compatible=True)
     for masked, target in GROUPED_TARGETS.items():
         _register(target, lambda call, masked=masked: _execute_grouped(call, masked), command_buffer_compatible=True)
     for kind, target in QUANT_TARGETS.items():
@@ -175,26 +182,26 @@ def _specs(**arrays):
     return [ArraySpec(name, _dtype_name(x), tuple(getattr(x, "shape", ()))) for name, x in arrays.items()]
 
 
-def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16"):
+def matmul(a, b, a_scale, b_scale, *, out_dtype="bfloat16", batch_invariant=None):
     """``C = (a * a_scale) @ (b * b_scale).T`` for JAX arrays, traceable under ``jax.jit``.
 
     Same rules as ``fp8gemm.matmul`` (a [..., K] and b [N, K] float8_e4m3fn or uint8/int8 bytes,
     a_scale [..., ceil(K/128)] and b_scale [ceil(N/128), ceil(K/128)] float32); returns
     [..., N] in ``out_dtype``. Kinds and shapes are checked at trace time (jit, eval_shape) by
     the eager rules, with their messages; pointers and devices at run time.
+    ``batch_invariant``: as fp8gemm.matmul's; None takes the process-wide mode when the function
+    is traced (a jitted function keeps the mode it was traced in).
     """
-    import jax
-    import jax.numpy as jnp
-
     register()
-    return _matmul_op(normalize_out_dtype(out_dtype))(a, b, a_scale, b_scale)
+    return _matmul_op(normalize_out_dtype(out_dtype), resolve_invariant(batch_invariant))(a, b, a_scale, b_scale)
 
 
 @functools.lru_cache(maxsize=None)
-def _matmul_op(out_dtype: str):
-    """The matmul call for one output dtype, with its batching rule: ``vmap`` over the activations
-    alone (a and / or a_scale batched, the weights shared) folds the batch into M, one launch
-    (a's leading dimensions are M's); a batch of weights runs member by member."""
+def _matmul_op(out_dtype: str, batch_invariant: bool = False):
+    """The matmul call for one output dtype and mode (its FFI target), with its batching rule:
+    ``vmap`` over the activations alone (a and / or a_scale batched, the weights shared) folds the
+    batch into M, one launch (a's leading dimensions are M's); a batch of weights runs member by
+    member."""
     import jax
     import jax.numpy as jnp
 
@@ -204,7 +211,8 @@ def _matmul_op(out_dtype: str):
         check_gemm_kinds(*specs)
         sig = check_gemm_shapes(*specs, None, out_dtype)
         result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
-        return jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(a, b, a_scale, b_scale)
+        return jax.ffi.ffi_call(MATMUL_TARGETS[batch_invariant], result,
+                                vmap_method="sequential")(a, b, a_scale, b_scale)
 
     @op.def_vmap
     def rule(axis_size, in_batched, a, b, a_scale, b_scale):
@@ -388,7 +396,8 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis,
     return f(*_as_specs(mesh, (x, x_scale, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale), in_specs))
 
 
-def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16"):
+def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, out_dtype="bfloat16",
+                   batch_invariant=None):
     """fp8gemm.jax.matmul per shard under ``jax.jit`` (jax.shard_map): the tokens (M) split over
     mesh axis ``tokens`` and the weight rows (N) over mesh axis ``weights`` (either may be None),
     K whole on every device, so that each device runs the GEMM of its own rows and columns with
@@ -396,7 +405,8 @@ def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, o
     b_scale [ceil(N/128), ceil(K/128)]; returns [M, N] sharded (tokens, weights). Each weight
     shard must hold whole 128-row scale blocks (N / shards a multiple of 128), and M must divide
     by the token shards. Either mesh works: ``Mesh(...)`` (Auto axes) or ``jax.make_mesh``
-    (Explicit axes; inputs laid out otherwise are resharded to the specs first)."""
+    (Explicit axes; inputs laid out otherwise are resharded to the specs first).
+    ``batch_invariant``: matmul's, for every shard."""
     import jax
     from jax.sharding import PartitionSpec as P
 
@@ -415,6 +425,8 @@ def sharded_matmul(a, b, a_scale, b_scale, *, mesh, tokens=None, weights=None, o
         raise ValueError(f"N = {n} must be a multiple of 128 x the {size(weights)} weight shards of mesh axis "
                          f"{weights!r}: each shard needs whole 128-row blocks of b_scale")
     in_specs = (P(tokens, None), P(weights, None), P(tokens, None), P(weights, None))
-    f = jax.shard_map(lambda a_, b_, sa_, sb_: matmul(a_, b_, sa_, sb_, out_dtype=out_dtype), mesh=mesh,
-                      in_specs=in_specs, out_specs=P(tokens, weights), check_vma=False)
+    invariant = resolve_invariant(batch_invariant)
+    f = jax.shard_map(lambda a_, b_, sa_, sb_: matmul(a_, b_, sa_, sb_, out_dtype=out_dtype,
+                                                      batch_invariant=invariant),
+                      mesh=mesh, in_specs=in_specs, out_specs=P(tokens, weights), check_vma=False)
     return f(*_as_specs(mesh, (a, b, a_scale, b_scale), in_specs))

@@ -2,8 +2,8 @@
 
 ``import fp8gemm.torch_ops`` registers, once per process:
 
-  fp8gemm::matmul(a, b, a_scale, b_scale, out_dtype="bfloat16") -> Tensor
-  fp8gemm::matmul_out(a, b, a_scale, b_scale, out) -> ()            (writes ``out``)
+  fp8gemm::matmul(a, b, a_scale, b_scale, out_dtype="bfloat16", batch_invariant=False) -> Tensor
+  fp8gemm::matmul_out(a, b, a_scale, b_scale, out, batch_invariant=False) -> ()   (writes ``out``)
   fp8gemm::grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16",
                                      precise_fp32=True) -> Tensor
   fp8gemm::grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32=True)
@@ -20,6 +20,10 @@ same kind and shape rules, with the same messages, to fake or meta tensors and r
 the right shape and dtype. So ``torch.compile(fullgraph=True)`` traces a model that calls them
 into one graph with no break in our Python, and the rules hold at trace time.
 
+The GEMM operators' ``batch_invariant`` is fp8gemm.matmul's (dispatch/invariant.py) as a plain
+bool in the schema: the wrappers below take ``batch_invariant=None`` and resolve it to the
+process-wide mode in Python, so that a compiled graph holds the mode as a constant.
+
 The wrappers below call the operators with the eager API's argument forms: ``matmul`` as
 fp8gemm.matmul (``out=`` included), ``w8a8_block_fp8_matmul`` in vLLM's argument order,
 ``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product; the grouped
@@ -34,6 +38,7 @@ from typing import Optional
 
 import torch
 
+from .dispatch.invariant import resolve as resolve_invariant
 from .dtypes import SWIGLU_LIMIT
 from .validate import (ArraySpec, check_block_size, check_gemm_kinds, check_gemm_shapes, check_group_layout,
                        check_grouped_signature, normalize_out_dtype, on_cpu_message)
@@ -86,28 +91,28 @@ def _signature(a, b, a_scale, b_scale, out, out_dtype):
 
 @torch.library.custom_op("fp8gemm::matmul", mutates_args=())
 def _matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-            out_dtype: str = "bfloat16") -> torch.Tensor:
+            out_dtype: str = "bfloat16", batch_invariant: bool = False) -> torch.Tensor:
     from .api import matmul
 
-    return matmul(a, b, a_scale, b_scale, out_dtype=out_dtype)
+    return matmul(a, b, a_scale, b_scale, out_dtype=out_dtype, batch_invariant=batch_invariant)
 
 
 @_matmul.register_fake
-def _matmul_fake(a, b, a_scale, b_scale, out_dtype="bfloat16"):
+def _matmul_fake(a, b, a_scale, b_scale, out_dtype="bfloat16", batch_invariant=False):
     sig = _signature(a, b, a_scale, b_scale, None, out_dtype)
     return a.new_empty(sig.out_shape, dtype=_OUT_TORCH[sig.out_dtype])
 
 
 @torch.library.custom_op("fp8gemm::matmul_out", mutates_args=("out",))
 def _matmul_out(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                out: torch.Tensor) -> None:
+                out: torch.Tensor, batch_invariant: bool = False) -> None:
     from .api import matmul
 
-    matmul(a, b, a_scale, b_scale, out=out)
+    matmul(a, b, a_scale, b_scale, out=out, batch_invariant=batch_invariant)
 
 
 @_matmul_out.register_fake
-def _matmul_out_fake(a, b, a_scale, b_scale, out):
+def _matmul_out_fake(a, b, a_scale, b_scale, out, batch_invariant=False):
     sig = _signature(a, b, a_scale, b_scale, out, None)
     if tuple(out.shape) != sig.out_shape:
         raise ValueError(f"out must have shape {sig.out_shape}; got {tuple(out.shape)}")
@@ -244,35 +249,39 @@ def _add_bias(c: torch.Tensor, bias):
     return c if bias is None else c + bias.to(c.dtype)
 
 
-def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, bias=None):
+def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, bias=None, batch_invariant=None):
     """fp8gemm.matmul through the operators (traceable by torch.compile); ``bias`` [N] is added
-    to the product in its output dtype (with ``out=``, in place)."""
+    to the product in its output dtype (with ``out=``, in place). ``batch_invariant``: as
+    fp8gemm.matmul's (None: the process-wide mode, read when the call is made or traced)."""
+    invariant = resolve_invariant(batch_invariant)
     if out is not None:
-        torch.ops.fp8gemm.matmul_out(a, b, a_scale, b_scale, out)
+        torch.ops.fp8gemm.matmul_out(a, b, a_scale, b_scale, out, invariant)
         if bias is not None:
             out.add_(bias.to(out.dtype))
         return out
-    return _add_bias(torch.ops.fp8gemm.matmul(a, b, a_scale, b_scale, _out_dtype(out_dtype)), bias)
+    return _add_bias(torch.ops.fp8gemm.matmul(a, b, a_scale, b_scale, _out_dtype(out_dtype), invariant), bias)
 
 
-def w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16, *, bias=None):
+def w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16, *, bias=None,
+                          batch_invariant=None):
     """vLLM's ``w8a8_block_fp8_matmul(A, B, As, Bs, block_size, output_dtype=torch.float16)``, its
     defaults included (block_size required, float16 out): A [..., K] FP8, B [N, K] FP8,
-    As [..., K / 128], Bs [N / 128, K / 128]; block_size must be [128, 128]. ``bias`` (keyword
-    only) is fp8gemm's addition."""
+    As [..., K / 128], Bs [N / 128, K / 128]; block_size must be [128, 128]. ``bias`` and
+    ``batch_invariant`` (keyword only, as matmul's) are fp8gemm's additions."""
     check_block_size(tuple(block_size) if isinstance(block_size, list) else block_size)
-    return matmul(A, B, As, Bs, out_dtype=output_dtype, bias=bias)
+    return matmul(A, B, As, Bs, out_dtype=output_dtype, bias=bias, batch_invariant=batch_invariant)
 
 
-def fp8_gemm_nt(a, b, d, c=None, bias=None):
+def fp8_gemm_nt(a, b, d, c=None, bias=None, *, batch_invariant=None):
     """DeepGEMM's ``fp8_gemm_nt((a, sa), (b, sb), d[, c])``: writes ``d`` = a @ b^T, plus ``c``
     when given (DeepGEMM's accumulate form: the sum taken in FP32, rounded once into ``d``), plus
     ``bias``; returns ``d``. The A scales may be in either layout (DeepGEMM's MN-major one
-    included)."""
+    included). ``batch_invariant`` (keyword only) as matmul's."""
     (a_q, sa), (b_q, sb) = a, b
     if c is None:
-        return matmul(a_q, b_q, sa, sb, out=d, bias=bias)
-    acc = torch.ops.fp8gemm.matmul(a_q, b_q, sa, sb, "float32") + c.to(torch.float32)
+        return matmul(a_q, b_q, sa, sb, out=d, bias=bias, batch_invariant=batch_invariant)
+    acc = torch.ops.fp8gemm.matmul(a_q, b_q, sa, sb, "float32", resolve_invariant(batch_invariant)) + \
+        c.to(torch.float32)
     if bias is not None:
         acc = acc + bias.to(torch.float32)
     d.copy_(acc)
