@@ -42,13 +42,14 @@ fixed at 128 here until a GPU run confirms it (tests/test_batch_invariant.py: th
 block_n stays fixed: whether wgmma's per-element result is the same for every N of the
 instruction is not documented.
 
-Phase 2 (not yet batch-invariant; the mode is ignored or absent there): the grouped GEMMs
-(fp8gemm/grouped.py, dispatch/grouped.py: their choice reads the rows per group), the MoE layer
-(fp8gemm.moe, moe_ep: a token's output must not depend on the routing of the others), the torch
-ops (fp8gemm/torch_ops.py), the JAX functions (fp8gemm/jax.py: plan_problem's batch_invariant
-and its plan key), the adapters, ``fp8gemm-bench --batch-invariant``, and the cost at small M
-(no split-K here: K split points fixed by K alone with split_k.cuh's fixed-order sum could stay;
-64-row tiles, see above).
+The torch ops (fp8gemm/torch_ops.py: matmul, matmul_out and the vLLM / DeepGEMM forms), the JAX
+functions (fp8gemm/jax.py: its own FFI target, plans keyed by mode) and ``fp8gemm-bench
+--batch-invariant`` take the mode. Still to come (not yet batch-invariant; the mode is absent
+there): the grouped GEMMs (fp8gemm/grouped.py, dispatch/grouped.py: their choice reads the rows
+per group), the MoE layer (fp8gemm.moe, moe_ep: a token's output must not depend on the routing of
+the others), and the cost at small M (no split-K here: K split points fixed by K alone with
+split_k.cuh's fixed-order sum could stay; 64-row tiles, see above: the H100 suite's run of the
+block_m test passed for all three dtypes, bench/NOTES.md session 37).
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ if [ -z "$NO_AB" ]; then
 fi
 if [ -n "$TUNE_ARGS" ]; then
   [ -n "$STATE" ] && cp "$STATE" "$OUT/tune.state.json"
-  timeout ${TUNE_S:-280} python3 -m fp8gemm.bench.tune --out "$OUT/h100.json" --state "$OUT/tune.state.json" \
+  tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)
+  timeout ${TUNE_S:-280} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" \
     --warm-workers 14 $TUNE_ARGS > "$OUT/tune.log" 2>&1
   echo "tune rc=$?"; tail -12 "$OUT/tune.log"
 fi

@@ -12,8 +12,8 @@ san=$!
 DEEPGEMM_DIR=/nonexistent timeout ${SUITE_S:-480} bash tools/h200_results.sh suite 2>&1 | tail -4
 wait $san
 cat /tmp/fp8gemm-results/sanitize_all.txt | tail -8
-tail -3 /tmp/fp8gemm-results/h200_suite_full.log
-grep -E "^FAILED|^ERROR" /tmp/fp8gemm-results/h200_suite_full.log | head -20
+tail -3 /tmp/fp8gemm-results/*_suite_full.log
+grep -E "^FAILED|^ERROR" /tmp/fp8gemm-results/*_suite_full.log | head -20
 tar czf "$OUT/results.tgz" -C /tmp fp8gemm-results
 [ -n "$AB" ] && timeout ${AB_S:-60} python3 lab/dense_2acc.py 15 2>&1 | grep -v Warn | tail -20
 python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash|host_code"

@@ -2,6 +2,7 @@
 # On an H200: the benchmark results we commit, with every peer (DeepGEMM included), from one tree.
 #
 #   bash tools/h200_results.sh [gemm] [moe] [suite]      (default: all three, in that order)
+# (named for the first GPU it served; the files take the GPU model's prefix, h100 or h200: TAG)
 #
 # DeepGEMM comes as a source bundle (../shared/peers/deepgemm: copy it into the ignored folder
 # .peers/deepgemm, or point DEEPGEMM_DIR at it; on the device machine name that folder in the
@@ -19,6 +20,9 @@
 set -o pipefail
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 RESULTS=${RESULTS:-/tmp/fp8gemm-results}
+# the files' GPU prefix (h200.csv, h100.csv, ...): the GPU model, from nvidia-smi, unless TAG says
+TAG=${TAG:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)}
+TAG=${TAG:-h200}
 mkdir -p "$RESULTS"
 steps=${*:-gemm moe suite}
 dg=${DEEPGEMM_DIR:-.peers/deepgemm}
@@ -41,23 +45,25 @@ for step in $steps; do
   case $step in
   gemm)
     log "GEMM trace"
-    python3 -m fp8gemm.bench.cli --csv "$RESULTS/h200.csv" --plot "$RESULTS/h200.png" $BENCH_ARGS \
-      > "$RESULTS/h200_stdout.txt" 2> "$RESULTS/h200_stderr.txt"
-    echo "rc=$?"; tail -22 "$RESULTS/h200_stdout.txt"; grep -E "warm-up|crashed|Error" "$RESULTS/h200_stderr.txt" | head -12 ;;
+    python3 -m fp8gemm.bench.cli --csv "$RESULTS/${TAG}.csv" --plot "$RESULTS/${TAG}.png" $BENCH_ARGS \
+      > "$RESULTS/${TAG}_stdout.txt" 2> "$RESULTS/${TAG}_stderr.txt"
+    echo "rc=$?"; tail -22 "$RESULTS/${TAG}_stdout.txt"; grep -E "warm-up|crashed|Error" "$RESULTS/${TAG}_stderr.txt" | head -12 ;;
   moe)
     log "MoE layer"
-    python3 -m fp8gemm.bench.cli --moe --csv "$RESULTS/h200_moe.csv" $MOE_ARGS \
-      > "$RESULTS/h200_moe_stdout.txt" 2> "$RESULTS/h200_moe_stderr.txt"
-    echo "rc=$?"; tail -14 "$RESULTS/h200_moe_stdout.txt"; grep -E "warm-up|crashed|Error" "$RESULTS/h200_moe_stderr.txt" | head -12 ;;
+    python3 -m fp8gemm.bench.cli --moe --csv "$RESULTS/${TAG}_moe.csv" $MOE_ARGS \
+      > "$RESULTS/${TAG}_moe_stdout.txt" 2> "$RESULTS/${TAG}_moe_stderr.txt"
+    echo "rc=$?"; tail -14 "$RESULTS/${TAG}_moe_stdout.txt"; grep -E "warm-up|crashed|Error" "$RESULTS/${TAG}_moe_stderr.txt" | head -12 ;;
   suite)
     log "test suite"
-    python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/test_kernels_compile.py $PYTEST_ARGS \
-      > "$RESULTS/h200_suite_full.log" 2>&1
+    # xdist workers where installed (the device image has it): serially the suite no longer fits a call
+    xd=""; python3 -c "import xdist" 2>/dev/null && xd="-n ${PYTEST_WORKERS:-8}"
+    python3 -m pytest tests -q -rs -p no:cacheprovider $xd --ignore=tests/test_kernels_compile.py $PYTEST_ARGS \
+      > "$RESULTS/${TAG}_suite_full.log" 2>&1
     echo "rc=$?"
     { echo "# fp8gemm GPU test suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(head -2 "$RESULTS/gpu.txt" | tail -1)"
       echo "# python3 -m pytest tests -q -rs --ignore=tests/test_kernels_compile.py (tools/h200_results.sh); its whole log:"
-      cat "$RESULTS/h200_suite_full.log"; } > "$RESULTS/h200_suite.txt"
-    tail -4 "$RESULTS/h200_suite.txt" ;;
+      cat "$RESULTS/${TAG}_suite_full.log"; } > "$RESULTS/${TAG}_suite.txt"
+    tail -4 "$RESULTS/${TAG}_suite.txt" ;;
   *) echo "unknown step $step (gemm, moe, suite)"; exit 2 ;;
   esac
 done

@@ -116,10 +116,14 @@ WG3 = [Gemm(*c, tags=("wg3",)) for c in [
     (400, 100, 272, "float16", Wg3(64, 4, 1), "wg3: two row tiles, direct store (N tail), one partial K block"),
     (400, 304, 1040, "bfloat16", Wg3(128, 4, 8), "wg3: As by TMA into stage slots", "m"),
 ]]
-DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # forced only; As M-major (TMA)
+DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # As M-major (a TMA column per stage)
     (200, 304, 1040, "bfloat16", Dense(128, 128, 5, 1, 1, 8), "dense: 128 x 128, M/N/K tails"),
     (300, 512, 1024, "bfloat16", Dense(256, 128, 3, 2, 1, 8), "dense: 256 x 128 in CTA pairs sharing A"),
     (100, 300, 512, "float16", Dense(64, 64, 4, 1, 1, 8), "dense: 64-row tiles, direct store (N*2 % 16 != 0)"),
+]] + [Gemm(*c, tags=("dense",)) for c in [    # As K-major (the 4-block window), the table's configurations
+    (300, 1000, 1536, "bfloat16", Dense(256, 128, 3, 2, 1, 16), "dense K-major As: 256 x 128 pairs, odd tile count"),
+    (200, 304, 2048, "float16", Dense(128, 128, 5, 1, 1, 8, 1), "dense K-major As: two accumulators, TMA store"),
+    (130, 520, 7168, "bfloat16", Dense(128, 64, 6, 1, 1, 8), "dense K-major As: window past K / 128 (56 blocks)"),
 ]]
 GEMMS = GENERAL + SWAP_AB + SHORT_K + GEMV + WG3 + DENSE
 
