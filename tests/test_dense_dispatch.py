@@ -62,9 +62,12 @@ def test_template_and_smem():
     assert c.label() == "dense 256x128 s3 c2A g16"
 
 
-def test_table_entry_and_tuner_candidates():
-    """A table entry names it; the tuner offers it from M = 65 where a packed K-major As is
-    TMA-readable (K / 128 a multiple of 4), never for fp32 out."""
+def test_table_entry_and_tuner_candidates(monkeypatch):
+    """A table entry names it; with the K-major switch on the tuner offers it from M = 65 where a
+    packed K-major As is TMA-readable (K / 128 a multiple of 4), never for fp32 out; with it off,
+    never."""
+    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096)) == [] or dense.K_MAJOR_SWITCH
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     assert VARIANTS["sm90_fp8_gemm_dense"] is Dense
     assert from_entry({"variant": "sm90_fp8_gemm_dense", "block_m": 256, "cluster": 2}) == Dense(256, cluster=2)
     big = Dense.tuner_candidates(GemmDesc(4096, 4096, 4096))
@@ -89,7 +92,8 @@ def _problem(m, k, sa_stride_m, sa_stride_k, sa_ptr=1 << 20):
     (300, 4096, 0, 1, False, False),        # a broadcast As row
     (1, 256, 0, 1, False, True),            # one row: no row stride to speak of (K-major)
 ])
-def test_as_layouts(m, k, sm, sk, mm, km):
+def test_as_layouts(m, k, sm, sk, mm, km, monkeypatch):
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     p = _problem(m, k, sm, sk)
     assert dense.m_major_as_ok(p) is mm and dense.k_major_as_ok(p) is km
     assert dense.scales_ok(p) is (mm or km)
@@ -100,6 +104,7 @@ def test_dispatcher_falls_back_where_as_is_unreadable(monkeypatch):
     """A table entry naming Dense on a problem whose As TMA cannot read gives the model's choice
     (never Dense), through the same plan_problem that matmul and the JAX handler use."""
     from fp8gemm import api
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     picked = []
     monkeypatch.setattr(api, "select", lambda *a, **kw: Dense(256, 128, 3, 2, 1, 16))
     monkeypatch.setattr(api, "gpu_key", lambda dev: "h100")

@@ -12,8 +12,15 @@ from fp8gemm.dispatch import selector as sel
 SHAPES = [(1, 4096, 4096), (64, 7168, 2048), (300, 1536, 256), (4096, 8192, 4096), (2, 24, 272)]
 
 
+@pytest.fixture
+def k_major_on(monkeypatch):
+    """The dense kernel's K-major switch on (the tuner offers the dense kernel only then)."""
+    from fp8gemm.dispatch import dense
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+
+
 @pytest.mark.parametrize("m,n,k", SHAPES)
-def test_candidates_valid_unique_fallback_first(m, n, k):
+def test_candidates_valid_unique_fallback_first(m, n, k, k_major_on):
     desc = GemmDesc(m, n, k)
     cands = tune.candidates(desc, limit=12)
     assert cands[0] == sel.fallback(desc)
@@ -24,7 +31,7 @@ def test_candidates_valid_unique_fallback_first(m, n, k):
     assert all(is_valid(desc, c) for c in cands)
 
 
-def test_candidates_explore_orientation_and_splits_for_small_m():
+def test_candidates_explore_orientation_and_splits_for_small_m(k_major_on):
     cands = tune.candidates(GemmDesc(16, 4096, 4096), limit=32)
     assert {type(c) for c in cands} >= {SwapAB, General}
     assert len({c.splits for c in cands if isinstance(c, General)}) > 1

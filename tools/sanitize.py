@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import fp8gemm
 from fp8gemm import reference
 from fp8gemm.dispatch import Dense, General, Gemv, ShortK, SwapAB, Wg3
+from fp8gemm.dispatch import dense as dense_k_major
 from fp8gemm.dispatch.general import TAIL_SPLIT
 
 TOL = {"bfloat16": 4e-3, "float16": 1e-3, "float32": 1e-4}
@@ -120,11 +121,11 @@ DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # As M-major (a T
     (200, 304, 1040, "bfloat16", Dense(128, 128, 5, 1, 1, 8), "dense: 128 x 128, M/N/K tails"),
     (300, 512, 1024, "bfloat16", Dense(256, 128, 3, 2, 1, 8), "dense: 256 x 128 in CTA pairs sharing A"),
     (100, 300, 512, "float16", Dense(64, 64, 4, 1, 1, 8), "dense: 64-row tiles, direct store (N*2 % 16 != 0)"),
-]] + [Gemm(*c, tags=("dense",)) for c in [    # As K-major (the 4-block window), the table's configurations
+]] + [Gemm(*c, tags=("dense",)) for c in [    # As K-major (the 4-block window; FP8GEMM_DENSE_K_MAJOR=1)
     (300, 1000, 1536, "bfloat16", Dense(256, 128, 3, 2, 1, 16), "dense K-major As: 256 x 128 pairs, odd tile count"),
     (200, 304, 2048, "float16", Dense(128, 128, 5, 1, 1, 8, 1), "dense K-major As: two accumulators, TMA store"),
     (130, 520, 7168, "bfloat16", Dense(128, 64, 6, 1, 1, 8), "dense K-major As: window past K / 128 (56 blocks)"),
-]]
+] if dense_k_major.K_MAJOR_SWITCH]
 GEMMS = GENERAL + SWAP_AB + SHORT_K + GEMV + WG3 + DENSE
 
 # Grouped GEMMs: (layout, group sizes, max_rows (masked), N, K, out dtype, config or None, what).
