@@ -17,3 +17,4 @@ grep -E "^FAILED|^ERROR" /tmp/fp8gemm-results/*_suite_full.log | head -20
 tar czf "$OUT/results.tgz" -C /tmp fp8gemm-results
 [ -n "$AB" ] && timeout ${AB_S:-60} python3 lab/dense_2acc.py 15 2>&1 | grep -v Warn | tail -20
 python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash|host_code"
+[ -n "$PROBE" ] && for v in mmajor plain l2none; do timeout 60 python3 lab/kmajor_probe.py $v 2>&1 | grep -v Warn | tail -1; done
