@@ -135,14 +135,13 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPP
     return _report(desc, fallback(desc, num_sms, force_variant))
 
 
-def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None,
-             dense: bool = True) -> Candidate:
+def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
     """The shape-based choice: the decode kernel where Gemv.takes, short-K where ShortK.takes,
     swap-AB up to SWAP_MAX_M tokens, else the general kernel or, from WG3_MIN_M rows (bf16 / fp16
     out), the three-warpgroup kernel where its estimate is at most the general kernel's (ties,
     HBM-bound at short K: measured faster, its epilogues overlap). ``force_variant`` picks the
-    variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16, Wg3 bf16 / fp16 out.
-    ``dense=False``: never the dense kernel (a caller's As it cannot read)."""
+    variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16, Wg3 bf16 / fp16 out. Never
+    the dense kernel (only a table entry names it: fp8gemm/api.py relies on that)."""
     if force_variant is not None:
         return VARIANTS[force_variant].fallback(desc, num_sms)
     if Gemv.takes(desc):
