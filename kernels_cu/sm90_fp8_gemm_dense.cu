@@ -11,10 +11,12 @@
 //
 // As layouts: M-major (the layout `quantize_per_token_group(..., m_major_scales=True)` writes, and
 // DeepGEMM's) comes as a box {BLOCK_M, 1}: the stage holds the column. K-major (our quantizer's
-// default, kSfaKMajor) comes as a window, box {4, BLOCK_M} starting at the stage's K block: TMA's
-// inner box must span 16 bytes, so each stage carries 4 K blocks' scales of which it reads the
-// first, at a constant offset (row * 4): no index math, no conversion kernel, 3 wasted floats per
-// row and stage (BLOCK_M * 12 bytes, against the stage's (BLOCK_M + BLOCK_N) * 128 of operands).
+// default, kSfaKMajor) comes as a window, box {4, BLOCK_M} starting at the aligned K block kb & ~3:
+// TMA's inner box must span 16 bytes and its inner coordinate must be a multiple of 16 bytes (a
+// window starting at kb itself raised cudaErrorIllegalInstruction on the H100 for every kb % 4 != 0,
+// session 37), so each stage carries 4 K blocks' scales of which it reads column kb % 4 (a constant
+// in the unrolled loop): no conversion kernel, 3 wasted floats per row and stage (BLOCK_M * 12
+// bytes, against the stage's (BLOCK_M + BLOCK_N) * 128 of operands).
 // TMA needs the row stride a multiple of 16 bytes there (K / 128 blocks a multiple of 4 in a
 // packed As); the host falls back to the general kernel where it is not.
 //
@@ -194,6 +196,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     constexpr uint32_t kBStage = BLOCK_N * BLOCK_K;
     constexpr uint32_t kSfaCols = kSfaKMajor ? 4 : 1;           // floats per row and stage
     constexpr uint32_t kSfaStage = BLOCK_M * kSfaCols * 4;
+    // K block kb's column in its stage's As window (the window starts at kb & ~3: see the header)
+    const auto sfa_col = [](uint32_t kb) { return kSfaKMajor ? kb % 4u : 0u; };
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
@@ -253,7 +257,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     float* sfa_dst = smem_sfa + pipe.stage * BLOCK_M * kSfaCols;
                     const int32_t k = static_cast<int32_t>(kb * BLOCK_K);
                     // the As box's coordinates, inner first
-                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb) : static_cast<int32_t>(a_row);
+                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb & ~3u) : static_cast<int32_t>(a_row);
                     const int32_t sa_c1 = kSfaKMajor ? static_cast<int32_t>(a_row) : static_cast<int32_t>(kb);
                     if (kMulticastA && share) {
                         if (rank == 0) {
@@ -371,8 +375,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
 #pragma unroll
                     for (uint32_t w = 0; w < S::kWaves; ++w) {
                         // Read before the stage is released (the next tile's loads may land there).
-                        const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaCols];
-                        const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaCols];
+                        const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaCols + sfa_col(kb)];
+                        const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaCols + sfa_col(kb)];
                         const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (kBStage >> 4);
                         wgmma_fence_operands(accum);
@@ -436,7 +440,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
                     const float* sfa = smem_sfa + stage * BLOCK_M * kSfaCols;
-                    const float sa0 = sfa[r0 * kSfaCols], sa1 = sfa[(r0 + 8) * kSfaCols];
+                    const float sa0 = sfa[r0 * kSfaCols + sfa_col(kb)], sa1 = sfa[(r0 + 8) * kSfaCols + sfa_col(kb)];
                     const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
                     wgmma_fence_operands(cur);
                     wgmma_fence();

@@ -4,6 +4,8 @@ loses the context): python lab/kmajor_probe.py VARIANT, VARIANT one of
   plain      the window as shipped (behind FP8GEMM_DENSE_K_MAJOR=1)
   l2none     the As map encoded with no L2 promotion
   mmajor     the same call on an M-major As (the control)
+Session 38: a window whose inner coordinate (kb) is not a multiple of 4 floats (16 bytes) is the
+illegal instruction; the kernel now starts it at kb & ~3.
 Prints one line: variant, ok / the error, the relative error against the float64 reference."""
 import os
 import sys
