@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
-from ..launcher import Plan, check_units, gemm_args, sm_count, tma_store_ok
-from .general import m_major_as_map
+from ..launcher import NO_GROUPS, Plan, check_units, gemm_args, group_args, sm_count, tma_store_ok, token_tiles
+from .general import m_major_as_map, prefix_bytes
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
 BLOCK_MS = (64, 128, 256)
@@ -135,12 +135,15 @@ class Dense(Candidate):
         pair = f" c2{'A' if self.multicast_a else 'B'}" if self.cluster == 2 else ""
         return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}{' 2acc' if self.two_accum else ''}"
 
-    def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False) -> tuple:
+    def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
+                      grouped: bool = False) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
-        kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor]]> (the defaulted last ones named only where
-        needed)"""
+        kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor[, kGrouped]]]> (the defaulted last ones named
+        only where needed)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
+        if grouped:
+            return head + (FLAG[bool(self.two_accum)], "true", "true")
         if sfa_k_major:
             return head + (FLAG[bool(self.two_accum)], "true")
         return head + ("true",) if self.two_accum else head
@@ -171,7 +174,53 @@ class Dense(Candidate):
             grid = min(grid + grid % 2, sms - sms % 2)
         return Plan(p, kern, grid, self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
-                    + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),),
+                    + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),)
+                    + NO_GROUPS, tma_store=store, num_tiles=tiles)
+
+    def grouped_ok(self) -> str:
+        """Why this config cannot run a grouped GEMM ("" where it can): a pair must share A (its
+        two tiles' rows, hence one group), and the K-major As window must be switched on (a
+        group's first row is any row; an M-major As box cannot start there)."""
+        if self.cluster == 2 and not self.multicast_a:
+            return "a grouped pair shares A (multicast_a=1): its two tiles may hold different groups' B"
+        if not K_MAJOR_SWITCH:
+            return "the grouped dense mode reads As K-major, which runs only with FP8GEMM_DENSE_K_MAJOR=1 (under repair)"
+        return ""
+
+    def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
+        """The plain layout (As K-major) and the tile prefix after the barriers."""
+        return self.smem_bytes(out_dtype, k, tma_store, True) + prefix_bytes(num_groups)
+
+    def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
+        """The grouped mode (kGrouped): A and C all groups' rows, B the groups' weights stacked
+        [G * N, K], As K-major read through the 4-block window (k_major_as_ok), Bs one block per
+        group sb_stride_g apart. The counts stay on the GPU: a grid of at most one CTA per SM over
+        the most row tiles the groups can have. Whole tiles store by TMA, a group's partial last
+        tile directly (the kernel's epilogue)."""
+        p = gp.gemm
+        why = self.grouped_ok()
+        if why:
+            raise ValueError(f"config {self.label()}: {why}")
+        if not k_major_as_ok(p):
+            raise ValueError("config Dense, grouped: a_scale must be K-major with unit K stride, a 16-byte aligned "
+                             "base and row stride (K / 128 a multiple of 4 when packed)")
+        store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
+                                                           out_aligned)
+        smem = self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, store)
+        if smem > MAX_SMEM_PER_BLOCK:
+            store, smem = False, self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, False)
+        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store, True, True),
+                                   MAX_SMEM_PER_BLOCK)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
+        tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
+        tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
+        check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
+        sms = sm_count(p.device)
+        grid = min(tiles, sms)
+        if self.cluster == 2:
+            grid = min(grid + grid % 2, sms - sms % 2)
+        return Plan(p, kern, grid, self.threads, smem, ldc,
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m)),) + group_args(gp),
                     tma_store=store, num_tiles=tiles)
 
     @classmethod

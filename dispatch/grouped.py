@@ -13,10 +13,12 @@ from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, check_units, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
                       prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
+from .dense import Dense
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
 
-GROUPED_TILES = (General, SwapAB, Wg3)    # the variants with a grouped mode
+# the variants with a grouped mode (Dense: forced only, with its K-major As window switched on)
+GROUPED_TILES = (General, SwapAB, Wg3, Dense)
 
 SWAP_MAX_ROWS = 32    # token tiles of the grouped swap-AB mode: 8, 16 or 32 rows
 # 192-row tiles of the three-warpgroup kernel where the rows-per-group estimate lies in (lo, hi]
@@ -69,12 +71,23 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
     beside the tile prefix, and for Wg3 an output it writes. ValueError naming the rule
     otherwise."""
     if type(c) not in GROUPED_TILES:
-        raise ValueError(f"config must be a General, SwapAB or Wg3 descriptor for a grouped GEMM; got {c!r}")
+        raise ValueError(f"config must be a General, SwapAB, Wg3 or Dense descriptor for a grouped GEMM; got {c!r}")
     if type(c) is General and c.block_m != BLOCK_M:
         raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
     if getattr(c, "splits", 1) != 1 and type(c) is General:
         raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")
+    if type(c) is Dense and c.grouped_ok():
+        raise ValueError(f"config {c.label()}: {c.grouped_ok()}")
     if out_dtype is None:
+        return
+    if type(c) is Dense:
+        if desc is not None and not c.is_valid(desc):
+            raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
+        k = desc.k if desc is not None else 4096
+        if c.grouped_smem_bytes(out_dtype, num_groups, k, False) > MAX_SMEM_PER_BLOCK:
+            raise ValueError(f"config {c.label()}: {c.grouped_smem_bytes(out_dtype, num_groups, k, False)} bytes of "
+                             f"shared memory with a {num_groups}-group tile prefix, over the {MAX_SMEM_PER_BLOCK} a "
+                             f"CTA may have")
         return
     coarse = type(c) is Wg3
     if coarse and out_dtype == "float32" and precise_fp32:

@@ -54,6 +54,7 @@
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 #include "epilogue.cuh"
+#include "scheduler.cuh"
 
 namespace fp8gemm {
 
@@ -163,7 +164,7 @@ struct Raster {
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
           bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
-          bool kSfaKMajor = false>
+          bool kSfaKMajor = false, bool kGrouped = false>
 __global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
@@ -173,7 +174,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                            void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N,
                            // As M-major: inner dimension M, box {BLOCK_M, 1}; K-major: inner
                            // dimension K / 128, box {4, BLOCK_M}
-                           const __grid_constant__ TmaDescriptor tmap_sa) {
+                           const __grid_constant__ TmaDescriptor tmap_sa,
+                           // kGrouped: int32 offsets [G + 1] (group_rows 0) or counts [G] (masked:
+                           // group g's rows start at g * group_rows); B holds G weight matrices of
+                           // kShapeN rows, Bs one [ceil(N / 128), K / 128] block each, sb_stride_g apart
+                           const int32_t* __restrict__ groups, uint32_t num_groups, uint32_t group_rows,
+                           int64_t sb_stride_g) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace dense;
     using S = Shape<BLOCK_M>;
@@ -190,6 +196,11 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     static_assert(!kTwoAccum || (Shape<BLOCK_M>::kWaves == 1 && 128 % BLOCK_N == 0),
                   "two accumulators: one-wave tiles (64 or 128 rows) inside one Bs row");
     static_assert(kShapeN % 8 == 0 || !kTmaStore, "TMA store: whole 16-byte rows");
+    // Grouped tiles start at any row (a group's first), and a TMA box's inner coordinate must be a
+    // multiple of 16 bytes: an M-major As box (inner coordinate = the row) cannot start there, a
+    // K-major window can. A pair shares A (the same rows, so the same group), never B.
+    static_assert(!kGrouped || kSfaKMajor, "grouped: As K-major");
+    static_assert(!kGrouped || kCluster == 1 || kMulticastA, "grouped pairs share A");
 
     constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
     constexpr uint32_t kAStage = BLOCK_M * BLOCK_K;
@@ -214,6 +225,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     float* smem_sfb = smem_sfa + kNumStages * BLOCK_M * kSfaCols;
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(reinterpret_cast<uint8_t*>(smem_sfb) + kSfbBytes);
     Mbarrier* empty_bar = full_bar + kNumStages;
+    uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);   // kGrouped: [G + 1]
 
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
@@ -231,23 +243,33 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
         }
         fence_mbarrier_init();
     }
+    // kGrouped: warp 0 writes the first row tile of each group (scheduler.cuh), published by the sync.
+    if constexpr (kGrouped) group_tile_prefix<BLOCK_M>(groups, num_groups, group_rows, M, tile_prefix);
     // A pair: the peer's barriers are initialised before any multicast or remote arrival.
     if constexpr (kCluster > 1) cluster_sync();
     else __syncthreads();
 
     using Tiles = Raster<BLOCK_M, BLOCK_N, kShapeN, kCluster, kMulticastA, kGroup>;
+    // The raster walks row tiles: grouped, every group's (a group's last one may be partial); a
+    // row tile's first row, the row its stores stop at (its group's end, or M) and its group.
+    const uint32_t tile_rows = kGrouped ? tile_prefix[num_groups] * BLOCK_M : M;
+    const auto locate = [&](uint32_t m_block) {
+        if constexpr (kGrouped) return locate_group_tile(m_block, groups, tile_prefix, num_groups, group_rows, M, BLOCK_M);
+        else return TileRows{m_block * BLOCK_M, M, 0u};
+    };
 
     if (warp_idx >= S::kMathThreads / 32) {
         // ================================ producer ================================
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == S::kMathThreads) {
-            Tiles tiles(M);
+            Tiles tiles(tile_rows);
             PipelineState<kNumStages> pipe;
             uint32_t m_block, n_block;
             constexpr uint16_t kPairMask = 0x3;
             while (tiles.next(m_block, n_block)) {
                 const bool share = kCluster > 1 && tiles.shared;
-                const uint32_t a_row = m_block * BLOCK_M, b_row = n_block * BLOCK_N;
+                const TileRows rows = locate(m_block);
+                const uint32_t a_row = rows.row_base, b_row = rows.group * kShapeN + n_block * BLOCK_N;
 #pragma unroll 1
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
                     wait_parity(smem_addr(&empty_bar[pipe.stage]), pipe.empty_parity());
@@ -311,11 +333,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
         // after every math thread has passed tile t + 1's barrier, so after its reads of tile t).
         constexpr uint32_t kCopy = kUniformB ? kNumKBlocks : kSfbFloats;
         constexpr uint32_t kPer = (kCopy + S::kMathThreads - 1) / S::kMathThreads;
-        const auto load_sfb = [&](uint32_t nb, float (&v)[kPer]) {
+        const auto load_sfb = [&](uint32_t nb, uint32_t group, float (&v)[kPer]) {
             const uint32_t n = nb * BLOCK_N;
             const uint32_t f = kUniformB ? BLOCK_N : min(BLOCK_N, BLOCK_K - n % BLOCK_K);
             const bool two = !kUniformB && f < min(BLOCK_N, kShapeN - n);
-            const float* src = b_scale + static_cast<int64_t>(n / BLOCK_K) * sb_stride_n;
+            const float* src = b_scale + static_cast<int64_t>(group) * sb_stride_g
+                               + static_cast<int64_t>(n / BLOCK_K) * sb_stride_n;
 #pragma unroll
             for (uint32_t j = 0; j < kPer; ++j) {
                 const uint32_t i = threadIdx.x + j * S::kMathThreads, row = i >= kNumKBlocks, kb = i - row * kNumKBlocks;
@@ -324,13 +347,13 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                            : 0.0f;
             }
         };
-        Tiles tiles(M);
+        Tiles tiles(tile_rows);
         PipelineState<kNumStages> pipe;
         uint32_t m_block, n_block, parity = 0;
         float sfb_next[kPer];
         {
             Tiles peek = tiles;
-            if (peek.next(m_block, n_block)) load_sfb(n_block, sfb_next);
+            if (peek.next(m_block, n_block)) load_sfb(n_block, locate(m_block).group, sfb_next);
         }
         while (tiles.next(m_block, n_block)) {
             const bool peer_alive = tiles.peer_alive;
@@ -345,16 +368,17 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             {
                 Tiles peek = tiles;
                 uint32_t m2, n2;
-                if (peek.next(m2, n2)) load_sfb(n2, sfb_next);
+                if (peek.next(m2, n2)) load_sfb(n2, locate(m2).group, sfb_next);
             }
 
-            const uint32_t tile_row = m_block * BLOCK_M;
+            const TileRows rows = locate(m_block);
+            const uint32_t tile_row = rows.row_base, row_end = rows.row_end;
             // NOTES: a wave with no row below M still runs its wgmma on the zero-filled rows (DeepGEMM
             // too): a branch around each wave cost the loop 4 branches per K block; it only skips
             // its stores.
             bool live[S::kWaves];
 #pragma unroll
-            for (uint32_t w = 0; w < S::kWaves; ++w) live[w] = tile_row + w * S::kWaveRows + wg * kWgmmaM < M;
+            for (uint32_t w = 0; w < S::kWaves; ++w) live[w] = tile_row + w * S::kWaveRows + wg * kWgmmaM < row_end;
             float sum[S::kWaves][Mma::kNumAccum];
 #pragma unroll
             for (uint32_t w = 0; w < S::kWaves; ++w)
@@ -493,7 +517,22 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             else run_loop(Former<kRuntimeFormer>{});
 
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----
-            if constexpr (kTmaStore) {
+            // Grouped: a tile that reaches past its group's end (into the next group's rows, which
+            // that group's tile writes) stores directly, masked at the end; whole tiles by TMA.
+            const auto store_direct = [&]() {
+#pragma unroll
+                for (uint32_t w = 0; w < S::kWaves; ++w) {
+                    if (!live[w]) continue;
+                    const uint32_t row = tile_row + w * S::kWaveRows + wg * kWgmmaM;
+                    store_fragments_direct<kOut, BLOCK_N>(sum[w], out, ldc, row_end, kShapeN,
+                                                          row + warp_in_wg * 16 + lane_idx / 4, n0 + 2 * (lane_idx % 4));
+                }
+            };
+            if constexpr (!kTmaStore) {
+                store_direct();
+            } else if (kGrouped && tile_row + BLOCK_M > row_end) {
+                store_direct();
+            } else {
                 // NOTES: one wait for this warpgroup's previous tile's stores (issued a K loop ago),
                 // every wave staged in its own buffer, then one burst of stores: per wave
                 // (staged_store_tile) the second wave's wait stalled on the first wave's store just
@@ -517,14 +556,6 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                                          n0 + c * Staging::kChunkElems, tile_row + w * S::kWaveRows + wg * kWgmmaM);
                     }
                     tma_store_commit_group();
-                }
-            } else {
-#pragma unroll
-                for (uint32_t w = 0; w < S::kWaves; ++w) {
-                    if (!live[w]) continue;
-                    const uint32_t row = tile_row + w * S::kWaveRows + wg * kWgmmaM;
-                    store_fragments_direct<kOut, BLOCK_N>(sum[w], out, ldc, M, kShapeN,
-                                                          row + warp_in_wg * 16 + lane_idx / 4, n0 + 2 * (lane_idx % 4));
                 }
             }
         }

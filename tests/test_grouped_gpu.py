@@ -11,7 +11,7 @@ from test_matmul_general import CALC_DIFF_TOL, TOL
 
 import fp8gemm
 from fp8gemm import moe_reference, reference
-from fp8gemm.dispatch import General, SwapAB
+from fp8gemm.dispatch import General, SwapAB, dense
 from fp8gemm.dispatch.general import TAIL_SPLIT
 
 pytestmark = pytest.mark.gpu
@@ -350,9 +350,60 @@ def test_forced_tiles_contiguous_and_masked(sizes, config):
 def test_forced_tile_refused():
     a, sa, b, sb, offsets = contiguous_case([3, 4], 256, 512, seed=3)
     from fp8gemm.dispatch import ShortK, Wg3
-    with pytest.raises(ValueError, match="General, SwapAB or Wg3"):
+    with pytest.raises(ValueError, match="General, SwapAB, Wg3 or Dense"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=ShortK(64, 64))
     with pytest.raises(ValueError, match="128-row tiles"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=General(64, 6, 8, 1, 64))
     with pytest.raises(ValueError, match="precise_fp32=False"):
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float32", config=Wg3(128, 3, 8))
+
+
+DENSE_K_MAJOR = pytest.mark.skipif(not dense.K_MAJOR_SWITCH,
+                                   reason="the dense grouped mode reads As through the K-major window: runs with "
+                                          "FP8GEMM_DENSE_K_MAJOR=1 only (bench/NOTES.md sessions 37-38)")
+
+
+@DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128", "128x128 2acc", "64x64", "256x128 c2A", "128x96", "128x128 c2A"])
+@pytest.mark.parametrize("sizes", ["tails", "one_takes_all", "even"], ids=str)
+@pytest.mark.parametrize("n,out_dtype", [(300, "bfloat16"), (256, "float16")], ids=str)
+def test_dense_grouped_contiguous_and_masked(sizes, config, n, out_dtype):
+    """The dense kernel's grouped mode (forced): group ends inside a tile (direct stores there, TMA
+    stores for whole tiles), empty groups, N tails, a straddling width, pairs sharing A; NaN in
+    out= outside the groups stays (contiguous: rows past offsets[G]; masked: every padding row)."""
+    import cupy
+    from fp8gemm.dispatch import Dense
+    config = {"128x128": Dense(128, 128, 5, 1, 1, 8), "128x128 2acc": Dense(128, 128, 5, 1, 1, 8, 1),
+              "64x64": Dense(64, 64, 8, 1, 1, 8), "256x128 c2A": Dense(256, 128, 3, 2, 1, 8),
+              "128x96": Dense(128, 96, 6, 1, 1, 8), "128x128 c2A": Dense(128, 128, 5, 2, 1, 8)}[config]
+    group_sizes = SIZES[sizes]
+    a, sa, b, sb, offsets = contiguous_case(group_sizes, n, 1024, seed=37)
+    p = a.shape[0]
+    ab = cupy.concatenate([a, cupy.full((5, a.shape[1]), FP8_NAN, dtype=a.dtype)])
+    sab = cupy.concatenate([sa, cupy.full((5, sa.shape[1]), cupy.nan, dtype=sa.dtype)])
+    out = cupy.full((p + 5, n), cupy.nan, dtype=out_dtype)
+    assert fp8gemm.grouped_matmul_contiguous(ab, b, sab, sb, offsets, out=out, config=config) is out
+    want = reference_contiguous(a, sa, b, sb, offsets)
+    check_rows(to_cupy_f64(out[:p]), want, out_dtype)
+    assert bool(cupy.isnan(out[p:].astype(cupy.float32)).all()), "a row past offsets[G] was written"
+    am, sam, counts = masked_from_contiguous(a, sa, offsets)
+    outm = cupy.full((am.shape[0], am.shape[1], n), cupy.nan, dtype=out_dtype)
+    fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, out=outm, config=config)
+    got = cupy.concatenate([to_cupy_f64(outm[g, :c]) for g, c in enumerate(group_sizes)])
+    check_rows(got, want, out_dtype)
+    for g, c in enumerate(group_sizes):
+        assert bool(cupy.isnan(outm[g, c:].astype(cupy.float32)).all()), f"group {g}: a padding row was written"
+
+
+@DENSE_K_MAJOR
+def test_dense_grouped_equals_plain_dense_per_group():
+    """Bit for bit: a group's rows through the grouped dense mode equal the plain dense kernel on
+    that group alone (same tile, same K order), where the group starts on a tile boundary."""
+    import cupy
+    from fp8gemm.dispatch import Dense
+    config = Dense(128, 128, 5, 1, 1, 8)
+    a, sa, b, sb, offsets = contiguous_case([128, 256, 77], 512, 2048, seed=41)
+    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=config)
+    for g, (lo, hi) in enumerate(zip(offsets.get()[:-1], offsets.get()[1:])):
+        want = fp8gemm.matmul(a[lo:hi], b[g], sa[lo:hi], sb[g], config=config)
+        assert bool((out[lo:hi] == want).all()), f"group {g} differs from its plain dense GEMM"
