@@ -138,7 +138,12 @@ GROUPED = [
     ("contiguous", [0, 1, 129, 192, 200, 7], None, 300, 400, "bfloat16", True,
      "grouped wg3, a group's end in every 64-row slab"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 512, "float16", True, "grouped wg3 masked, a second tile past 192 rows"),
-]
+] + ([   # the dense kernel's grouped mode (As through the K-major window: FP8GEMM_DENSE_K_MAJOR=1)
+    ("contiguous", [0, 1, 129, 300, 0, 77], None, 300, 1024, "bfloat16", Dense(128, 128, 5, 1, 1, 8),
+     "grouped dense: TMA stores on whole tiles, direct at each group's end"),
+    ("masked", [0, 64, 130, 7, 193], 200, 256, 2048, "float16", Dense(256, 128, 3, 2, 1, 8),
+     "grouped dense masked, 256-row tiles in pairs sharing A"),
+] if dense_k_major.K_MAJOR_SWITCH else [])
 
 
 @dataclass(frozen=True)
