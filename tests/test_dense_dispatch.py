@@ -128,3 +128,22 @@ def test_dispatcher_falls_back_where_as_is_unreadable(monkeypatch):
     with pytest.raises(Stop):
         api.plan_problem(prob, None, 4096, True)
     assert isinstance(picked[1], Dense)
+
+
+def test_grouped_config_rules(monkeypatch):
+    """A forced grouped Dense: refused without the K-major switch (its As window) and for pairs
+    sharing B (their tiles may hold two groups); with the switch, its template names kGrouped last
+    and its shared memory counts the tile prefix."""
+    from fp8gemm.dispatch import grouped
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", False)
+    with pytest.raises(ValueError, match="FP8GEMM_DENSE_K_MAJOR=1"):
+        grouped.check_grouped_config(Dense(128, 128, 5, 1, 1, 8))
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+    with pytest.raises(ValueError, match="shares A"):
+        grouped.check_grouped_config(Dense(128, 128, 5, 2, 0, 8))
+    grouped.check_grouped_config(Dense(256, 128, 3, 2, 1, 8), "bfloat16", 256, True, GemmDesc(4096, 4096, 7168))
+    c = Dense(128, 128, 5, 1, 1, 8)
+    assert c.template_args(4096, 7168, "bfloat16", True, True, True)[-3:] == ("false", "true", "true")
+    assert c.grouped_smem_bytes("bfloat16", 256, 7168) == c.smem_bytes("bfloat16", 7168, True, True) + 1040
+    with pytest.raises(ValueError, match="shared memory"):
+        grouped.check_grouped_config(Dense(128, 128, 6, 1, 1, 8), "bfloat16", 8192, True, GemmDesc(4096, 4096, 7168))
