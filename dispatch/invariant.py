@@ -56,7 +56,9 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import replace
 
+from ..hw import MAX_SMEM_PER_BLOCK
 from .general import BLOCK_M, General, cost_us, plain_group_m
 from .selector import SHIPPED_GPU
 from .selector import explain as _explain
@@ -115,6 +117,20 @@ def invariant_candidate(n: int, k: int, out_dtype: str = "bfloat16") -> General:
                           f"(time model over reference M: {large:.2f}x the best block_n at M >= {LARGE_MS[0]}, "
                           f"{small:.2f}x at M <= {SMALL_MS[-1]}), stages={stages}, no K split; chosen by "
                           f"N={n}, K={k}, {out_dtype} alone")
+
+
+@functools.lru_cache(maxsize=4096)
+def invariant_grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int) -> General:
+    """The grouped GEMMs' tile in batch-invariant mode: the plain mode's (invariant_candidate, so a
+    row of a group gets the bits the plain matmul gives it against that group's weights), with as
+    many stages as fit beside the ``num_groups`` tile prefix (stages change no arithmetic). Never
+    swap-AB or the 192-row tiles, and no K split, whatever the rows per group."""
+    c = invariant_candidate(n, k, out_dtype)
+    for stages in range(c.stages, 1, -1):
+        g = replace(c, stages=stages)
+        if g.grouped_smem_bytes(out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
+            return replace(g, reason=f"{c.reason}; grouped: stages={stages} beside a {num_groups}-group tile prefix")
+    raise AssertionError("unreachable: two stages and 8192 groups fit")
 
 
 def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPPED_GPU,

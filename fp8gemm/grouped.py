@@ -21,6 +21,7 @@ import numpy as np
 
 from . import output
 from .dispatch import grouped as tiles
+from .dispatch import invariant as invariant_mode
 from .dispatch.grouped import rows_estimate  # noqa: F401 - fp8gemm.moe's and the tests' name for it
 from .intake import CUPY, TORCH, framework_of, intake
 from .launcher import building, sm_count
@@ -29,7 +30,8 @@ from .validate import check_block_size, out_row_stride, validate_grouped
 
 
 def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None,
-                              block_size=(128, 128), precise_fp32: bool = True, config=None):
+                              block_size=(128, 128), precise_fp32: bool = True, config=None,
+                              batch_invariant: bool | None = None):
     """C[rows of group g] = (A * As)[rows] @ (B[g] * Bs[g])^T with FP32 accumulation -> [P, N].
 
     a        [P, K] FP8 E4M3, the groups' rows one group after the other (K-contiguous).
@@ -41,17 +43,22 @@ def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None
              32-wide K step (relative error < 1e-4); False after every 128-wide K block, like bf16
              and fp16 outputs (~2e-4, and 1.5x faster on big compute-bound calls: bench/NOTES.md,
              bench/NOTES.md). fp8gemm.moe takes False for its FP32 intermediate.
-    config   a grouped tile to force (fp8gemm.dispatch: General with 128-row tiles, SwapAB or
-             Wg3; tests and benchmarks); None: the estimate's (dispatch/grouped.py: candidate).
+    config   a grouped tile to force (fp8gemm.dispatch: General with 128-row tiles, SwapAB, Wg3,
+             or Dense with its K-major switch; tests and benchmarks); None: the estimate's
+             (dispatch/grouped.py: candidate).
+    batch_invariant  True: a row's result is bitwise the same whatever the other rows and groups
+             (the plain matmul's batch-invariant tile for every group size:
+             dispatch/invariant.py); None: the process-wide mode (fp8gemm.set_batch_invariant).
     Rows of ``out`` outside offsets[0] .. offsets[G] - 1 are not written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
     return run_grouped(a, b, a_scale, b_scale, offsets, "offsets", False, out_dtype, out, block_size, None,
-                       precise_fp32, config=config)
+                       precise_fp32, config=config, batch_invariant=batch_invariant)
 
 
 def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None,
-                          expected_rows: int | None = None, block_size=(128, 128), config=None):
+                          expected_rows: int | None = None, block_size=(128, 128), config=None,
+                          batch_invariant: bool | None = None):
     """C[g, :counts[g]] = (A[g] * As[g])[:counts[g]] @ (B[g] * Bs[g])^T -> [G, max_rows, N].
 
     a        [G, max_rows, K] FP8 E4M3; a_scale [G, max_rows, ceil(K/128)] float32.
@@ -61,11 +68,12 @@ def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out
     expected_rows  optional: about how many rows all groups hold together (sum of counts), a
              tiling hint for decode (the counts stay on the GPU); any value gives correct results.
     config   a grouped tile to force, as in grouped_matmul_contiguous.
+    batch_invariant  as in grouped_matmul_contiguous (expected_rows then changes nothing).
     Rows at and past counts[g] are neither read for the result nor written (a fresh result leaves
     them uninitialized). Other arguments as fp8gemm.matmul.
     """
     return run_grouped(a, b, a_scale, b_scale, counts, "counts", True, out_dtype, out, block_size, expected_rows,
-                       config=config)
+                       config=config, batch_invariant=batch_invariant)
 
 
 def _host_groups(values, name: str, masked: bool, a_shape: tuple, num_groups: int):
@@ -114,13 +122,18 @@ def _group_estimate(gp, expected_rows):
 
 
 def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, block_size, expected_rows,
-                precise_fp32=True, wg3=None, config=None):
+                precise_fp32=True, wg3=None, config=None, batch_invariant=None):
     """Both layouts' common path (fp8gemm.moe calls it with its own tile choice, ``wg3``; tests
-    and benchmarks force one, ``config``)."""
+    and benchmarks force one, ``config``; ``batch_invariant`` None: the process-wide mode, which
+    a forced config or a wg3 choice overrides)."""
     if type(block_size) is not tuple or block_size != (128, 128):
         check_block_size(block_size)
     if config is not None:
+        if batch_invariant:
+            raise ValueError("batch_invariant=True chooses the tile itself; it cannot take a forced config=")
         tiles.check_grouped_config(config)
+    invariant = (invariant_mode.ENABLED if batch_invariant is None and config is None and wg3 is None
+                 else bool(batch_invariant))
     framework = framework_of(a)
     stream_for = output.stream_for_framework(framework)
     # Keyed by the groups array too (entries: GroupedProblem, launch plan or None, out= pointer or
@@ -128,7 +141,8 @@ def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, bl
     arrays = (a, b, a_scale, b_scale, groups) + ((out,) if out is not None else ())
     key = plan_key("grouped", framework, out_dtype, *arrays) if framework in (CUPY, TORCH) else None
     if key is not None:
-        key = key + (masked, expected_rows, bool(precise_fp32), wg3, None if config is None else config.key())
+        key = key + (masked, expected_rows, bool(precise_fp32), wg3, None if config is None else config.key(),
+                     invariant)
         entry = PLANS.get(key)
         if entry is not None:
             gp, runner, out_ptr = entry
@@ -155,18 +169,22 @@ def run_grouped(a, b, a_scale, b_scale, groups, name, masked, out_dtype, out, bl
         ldc, aligned = p.n, True
     else:
         ldc, aligned = out_row_stride(tout, p.n) if p.m > 0 else p.n, tout.ptr % 16 == 0
-    runner = (plan_grouped_problem(gp, expected_rows, bool(precise_fp32), wg3, ldc, aligned, config)
+    runner = (plan_grouped_problem(gp, expected_rows, bool(precise_fp32), wg3, ldc, aligned, config, invariant)
               if p.m > 0 else None)
     if key is not None:
         remember(key, (gp, runner, None if tout is None else tout.ptr))
     return execute(framework, stream_for, p, runner, tout, out)
 
 
-def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, out_aligned: bool, config=None):
+def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, out_aligned: bool, config=None,
+                         batch_invariant: bool = False):
     """The tile for a validated grouped problem (dispatch/grouped.py, from the host's estimate of
-    the rows per group; or ``config``, checked against the problem) and its launch plan."""
+    the rows per group; or ``config``, checked against the problem; or with ``batch_invariant``
+    the mode's, chosen by N, K, out dtype and G alone) and its launch plan."""
     p = gp.gemm
-    if config is not None:
+    if config is None and batch_invariant:
+        cand = invariant_mode.invariant_grouped_candidate(p.n, p.k, p.out_dtype, gp.num_groups)
+    elif config is not None:
         tiles.check_grouped_config(config, p.out_dtype, gp.num_groups, precise_fp32,
                                    tiles.GemmDesc(max(p.m, 1), p.n, p.k, p.out_dtype))
         cand = config

@@ -39,6 +39,7 @@ import math
 import threading
 
 from . import compiler, driver, output
+from .dispatch import invariant as invariant_mode
 from .dispatch.grouped import device_choice, fused_default
 from .dtypes import FP8_DTYPES, SWIGLU_LIMIT
 from .grouped import grouped_matmul_contiguous, rows_estimate, run_grouped, swiglu_l1
@@ -97,7 +98,7 @@ def _glue_plan(device, t, pairs, top_k, experts, hidden, inter, lim) -> _GluePla
 
 
 def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT,
-        fused: bool | None = None, out=None):
+        fused: bool | None = None, out=None, batch_invariant: bool | None = None):
     """One MoE layer -> out [T, H] bf16, in the caller's framework, on its stream.
 
     x            [T, H]: FP8 E4M3 (or uint8 bytes) with ``x_scale`` [T, ceil(H/128)] float32; or
@@ -112,6 +113,10 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
                  None: whichever measured faster at this size (see above; fp8gemm.explain_moe
                  says which).
     out          optional [T, H] bf16, contiguous, 16-byte aligned: written and returned (every row).
+    batch_invariant  True: a token's output row is bitwise the same whatever the other tokens and
+                 their routing (both grouped GEMMs on the batch-invariant tile, never split, never
+                 chosen by the rows per expert; the chain unless ``fused=True`` is passed); None:
+                 the process-wide mode (fp8gemm.set_batch_invariant, $FP8GEMM_BATCH_INVARIANT=1).
     H must be a multiple of 16 and I of 128; every array contiguous and on one GPU.
     """
     if fused is not None and not isinstance(fused, bool):
@@ -165,9 +170,11 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     # GEMM kernel from its real count and writes each kernel its offsets (the other kernel's
     # experts empty).
     per_expert, _ = rows_estimate(pairs, experts)              # what the grouped GEMMs estimate
+    invariant = invariant_mode.resolve(batch_invariant)
     if fused is None:
-        fused = fused_default(per_expert)
-    choose = device_choice(per_expert, fused)
+        # batch-invariant: one path for every batch (the chain; the choice must not read the size)
+        fused = False if invariant else fused_default(per_expert)
+    choose = not invariant and device_choice(per_expert, fused)
     if choose:
         choice, choice_p = buf((2, experts + 1), "int32")
         glue(ROUTE, 0, 0, choice_p)        # + choice [2][E + 1]: two-warpgroup, three-warpgroup offsets
@@ -177,7 +184,8 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
 
     def gemm(a, w, a_scale, w_scale, out, precise):
         if not choose:
-            return grouped_matmul_contiguous(a, w, a_scale, w_scale, offsets, out=out, precise_fp32=precise)
+            return grouped_matmul_contiguous(a, w, a_scale, w_scale, offsets, out=out, precise_fp32=precise,
+                                             batch_invariant=invariant)
         for row, wg3 in ((0, False), (1, True)):
             run_grouped(a, w, a_scale, w_scale, choice[row], "offsets", False, None, out, (128, 128), None,
                      precise, wg3)

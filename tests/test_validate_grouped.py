@@ -184,8 +184,8 @@ def test_grouped_three_warpgroup_override():
 
 
 def test_forced_grouped_config_rules():
-    """grouped_matmul_*(config=): General with 128-row tiles and no K split, SwapAB or Wg3 (not
-    the dense kernel, which has no grouped mode); Wg3 with fp32 output only when not precise, at
+    """grouped_matmul_*(config=): General with 128-row tiles and no K split, SwapAB, Wg3, or Dense
+    (only with its K-major switch: tests/test_dense_dispatch.py); Wg3 with fp32 output only when not precise, at
     stage counts its plain mode's staging would not leave room for; the tile's shared memory
     beside the prefix."""
     from fp8gemm.dispatch import Dense, General, ShortK, SwapAB, Wg3
@@ -193,7 +193,10 @@ def test_forced_grouped_config_rules():
     for ok in (General(128, 5), SwapAB(16, 6, 1, 2), Wg3(128, 3, 8), Wg3(128, 4, 8), Wg3(128, 5, 8)):
         g.check_grouped_config(ok)
         g.check_grouped_config(ok, "bfloat16", 256, True, g.GemmDesc(1000, 4096, 4096, "bfloat16"))
-    for bad, msg in ((ShortK(64, 64), "General, SwapAB or Wg3"), (Dense(), "General, SwapAB or Wg3"),
+    from fp8gemm.dispatch import dense
+    dense_msg = "FP8GEMM_DENSE_K_MAJOR=1" if not dense.K_MAJOR_SWITCH else "shares A"
+    for bad, msg in ((ShortK(64, 64), "General, SwapAB, Wg3 or Dense"),
+                     (Dense(cluster=2, multicast_a=0) if dense.K_MAJOR_SWITCH else Dense(), dense_msg),
                      (General(64, 6, 8, 1, 64), "128-row tiles"),
                      (General(128, 5, 8, 2), "no K split")):
         with pytest.raises(ValueError, match=msg):
