@@ -196,8 +196,11 @@ class Dense(Candidate):
         [G * N, K], As K-major read through the 4-block window (k_major_as_ok), Bs one block per
         group sb_stride_g apart. The counts stay on the GPU: a grid of at most one CTA per SM over
         the most row tiles the groups can have. Whole tiles store by TMA, a group's partial last
-        tile directly (the kernel's epilogue)."""
+        tile directly (the kernel's epilogue). FP32 out only with precise_fp32=False (fp8gemm.moe's
+        L1 intermediate): the kernel promotes per 128-wide K block."""
         p = gp.gemm
+        if p.out_dtype == "float32" and precise_fp32:
+            raise ValueError(f"config {self.label()}: promotes per 128-wide K block; fp32 output needs precise_fp32=False")
         why = self.grouped_ok()
         if why:
             raise ValueError(f"config {self.label()}: {why}")

@@ -81,7 +81,9 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
     if out_dtype is None:
         return
     if type(c) is Dense:
-        if desc is not None and not c.is_valid(desc):
+        if out_dtype == "float32" and precise_fp32:
+            raise ValueError(f"config: {c.label()} promotes per 128-wide K block; fp32 output needs precise_fp32=False")
+        if desc is not None and not c.is_valid(replace(desc, out_dtype="bfloat16") if out_dtype == "float32" else desc):
             raise ValueError(f"config {c.label()} is not valid for N={desc.n} K={desc.k} {desc.out_dtype}")
         k = desc.k if desc is not None else 4096
         if c.grouped_smem_bytes(out_dtype, num_groups, k, False) > MAX_SMEM_PER_BLOCK:

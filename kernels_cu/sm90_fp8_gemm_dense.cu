@@ -45,7 +45,8 @@
 //
 // Epilogue: bf16 / fp16 through the 128B-swizzled TMA-store staging of epilogue.cuh, one buffer per
 // (warpgroup, wave); masked direct stores where a tile row is not whole 128-byte chunks or C's
-// layout refuses TMA. FP32 out stays with the general kernel (it promotes after every wgmma).
+// layout refuses TMA. FP32 out: the grouped mode only, promoted per K block (precise_fp32=False);
+// the plain matmul's FP32 out stays with the general kernel (it promotes after every wgmma).
 #include "common/pipeline.cuh"
 #include "common/types.cuh"
 #include "ptx/cluster.cuh"
@@ -186,7 +187,10 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     using Mma = WgmmaFp8<BLOCK_N>;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
     constexpr uint32_t kNumKBlocks = (kShapeK + BLOCK_K - 1) / BLOCK_K;
-    static_assert(kOut != OutType::kFP32, "fp32 out: the general kernel");
+    // fp32 out: promoted per 128-wide K block like bf16 / fp16, so only where the caller takes
+    // that (the grouped GEMMs' precise_fp32=False, fp8gemm.moe's L1 intermediate); the plain
+    // matmul's fp32 out promotes after every wgmma (the general kernel).
+    static_assert(kOut != OutType::kFP32 || kGrouped, "fp32 out: the grouped mode's coarse promotion only");
     static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "wgmma widths 16..256");
     // A tile reaches at most two Bs rows: widths up to 128, or 128 < BLOCK_N <= 256 starting on a
     // 128-column boundary only where BLOCK_N - 128 divides 128 (DeepGEMM's rule).

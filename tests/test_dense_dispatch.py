@@ -147,3 +147,6 @@ def test_grouped_config_rules(monkeypatch):
     assert c.grouped_smem_bytes("bfloat16", 256, 7168) == c.smem_bytes("bfloat16", 7168, True, True) + 1040
     with pytest.raises(ValueError, match="shared memory"):
         grouped.check_grouped_config(Dense(128, 128, 6, 1, 1, 8), "bfloat16", 8192, True, GemmDesc(4096, 4096, 7168))
+    with pytest.raises(ValueError, match="precise_fp32=False"):
+        grouped.check_grouped_config(c, "float32", 256, True, GemmDesc(4096, 4096, 7168, "float32"))
+    grouped.check_grouped_config(c, "float32", 256, False, GemmDesc(4096, 4096, 7168, "float32"))

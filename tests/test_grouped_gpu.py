@@ -396,6 +396,22 @@ def test_dense_grouped_contiguous_and_masked(sizes, config, n, out_dtype):
 
 
 @DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128", "256x128 c2A"])
+def test_dense_grouped_fp32_coarse(config):
+    """FP32 out with precise_fp32=False (fp8gemm.moe's L1 intermediate): within the bf16 bound of
+    the reference (promotion per K block, as the default tile's coarse mode); precise refused."""
+    import cupy
+    from fp8gemm.dispatch import Dense
+    c = {"128x128": Dense(128, 128, 4, 1, 1, 8), "256x128 c2A": Dense(256, 128, 3, 2, 1, 8)}[config]
+    a, sa, b, sb, offsets = contiguous_case(SIZES["tails"], 512, 2048, seed=43)
+    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float32", precise_fp32=False, config=c)
+    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
+    with pytest.raises(ValueError, match="precise_fp32=False"):
+        fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float32", config=c)
+    assert out.dtype == cupy.float32
+
+
+@DENSE_K_MAJOR
 def test_dense_grouped_equals_plain_dense_per_group():
     """Bit for bit: a group's rows through the grouped dense mode equal the plain dense kernel on
     that group alone (same tile, same K order), where the group starts on a tile boundary."""
