@@ -44,12 +44,15 @@ instruction is not documented.
 
 The torch ops (fp8gemm/torch_ops.py: matmul, matmul_out and the vLLM / DeepGEMM forms), the JAX
 functions (fp8gemm/jax.py: its own FFI target, plans keyed by mode) and ``fp8gemm-bench
---batch-invariant`` take the mode. Still to come (not yet batch-invariant; the mode is absent
-there): the grouped GEMMs (fp8gemm/grouped.py, dispatch/grouped.py: their choice reads the rows
-per group), the MoE layer (fp8gemm.moe, moe_ep: a token's output must not depend on the routing of
-the others), and the cost at small M (no split-K here: K split points fixed by K alone with
+--batch-invariant`` take the mode. So do the grouped GEMMs (fp8gemm/grouped.py:
+``invariant_grouped_candidate`` below, the plain mode's tile for every group size, never chosen
+from the rows per group) and the MoE layer (fp8gemm.moe: the chain unless fused=True is passed,
+never the per-expert device choice; moe_ep passes the mode to each rank's layer), through the same
+front ends (torch ops with a bool in the schema, JAX targets with a ``_batch_invariant`` suffix).
+What remains: the cost at small M (no split-K here: K split points fixed by K alone with
 split_k.cuh's fixed-order sum could stay; 64-row tiles, see above: the H100 suite's run of the
-block_m test passed for all three dtypes, bench/NOTES.md session 37).
+block_m test passed for all three dtypes, bench/NOTES.md session 37), and the GPU run of the
+grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py, not yet run on a GPU).
 """
 from __future__ import annotations
 

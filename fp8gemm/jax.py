@@ -6,9 +6,9 @@ calls.
     y = fp8gemm.jax.grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets)
     q, s = fp8gemm.jax.quantize_per_token_group(x)                 # q float8_e4m3fn
 
-Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, in batch-invariant mode
-``fp8gemm_matmul_batch_invariant``, ``fp8gemm_grouped_contiguous``,
-``fp8gemm_grouped_masked``, ``fp8gemm_quantize_per_token_group``, ``fp8gemm_quantize_per_block``)
+Each call lowers to an FFI target (platform CUDA: ``fp8gemm_matmul``, ``fp8gemm_grouped_contiguous``,
+``fp8gemm_grouped_masked``, each with a ``_batch_invariant`` twin for the mode,
+``fp8gemm_quantize_per_token_group``, ``fp8gemm_quantize_per_block``)
 whose handler is Python (fp8gemm/xla_ffi.py, ctypes; no C++ build): it reads XLA's buffers and
 stream, validates the problem, plans the launch once per buffer signature (the GEMMs) and launches
 on XLA's stream. Each is declared safe for XLA's command buffers (CUDA graphs). ``vmap`` of
@@ -18,9 +18,10 @@ GEMMs take their offsets / counts as device arrays (read by the kernel: nothing 
 host); the contiguous form leaves rows outside offsets[0] .. offsets[G] unspecified, as eager
 does; the masked form plans for max_rows per group (eager's ``expected_rows`` hint is not taken
 under jit). The quantizers use eps = 1e-10. ``fp8gemm.jax.moe`` runs the eager MoE layer on CuPy
-views of XLA's buffers (target ``fp8gemm_moe_<clamp>``). matmul's ``batch_invariant`` is
-fp8gemm.matmul's (None: the process-wide mode when the function is traced); the mode has its own
-target and plan key, so that a plan of one mode never serves the other's calls.
+views of XLA's buffers (target ``fp8gemm_moe_<clamp>``, ``fp8gemm_moe_<clamp>_batch_invariant`` in
+the mode). The GEMMs' and moe's ``batch_invariant`` is the eager functions' (None: the
+process-wide mode when the function is traced); the mode has its own targets and plan keys, so
+that a plan of one mode never serves the other's calls.
 
 STATUS: the FFI plumbing (metadata, stages, buffers, errors) is tested on the CPU platform
 (tests/test_xla_ffi.py); the CUDA target awaits its GPU tests (tests/test_jax_ffi_gpu.py).
@@ -40,7 +41,8 @@ from .validate import ArraySpec, check_gemm_kinds, check_gemm_shapes, check_grou
 
 TARGET = "fp8gemm_matmul"
 MATMUL_TARGETS = {False: TARGET, True: "fp8gemm_matmul_batch_invariant"}   # by batch-invariant mode
-GROUPED_TARGETS = {False: "fp8gemm_grouped_contiguous", True: "fp8gemm_grouped_masked"}
+GROUPED_TARGETS = {False: "fp8gemm_grouped_contiguous", True: "fp8gemm_grouped_masked"}   # by masked
+GROUPED_INVARIANT_TARGETS = {masked: f"{t}_batch_invariant" for masked, t in GROUPED_TARGETS.items()}
 QUANT_TARGETS = {"token": "fp8gemm_quantize_per_token_group", "block": "fp8gemm_quantize_per_block"}
 EPS = 1e-10
 _QUANT_IN = ("bfloat16", "float16", "float32")
@@ -85,14 +87,21 @@ def _execute(call: xla_ffi.Call, batch_invariant: bool = False) -> None:
                  ("jax", batch_invariant), plan)
 
 
-def _execute_grouped(call: xla_ffi.Call, masked: bool) -> None:
+def grouped_target(masked: bool, batch_invariant: bool = False) -> str:
+    """The FFI target of a grouped GEMM layout in one mode."""
+    return (GROUPED_INVARIANT_TARGETS if batch_invariant else GROUPED_TARGETS)[masked]
+
+
+def _execute_grouped(call: xla_ffi.Call, masked: bool, batch_invariant: bool = False) -> None:
     from .grouped import plan_grouped_problem
 
     def plan(inputs, out):
         gp = validate_grouped(*inputs, out, None, masked)
-        return plan_grouped_problem(gp, None, True, None, gp.gemm.n, out.ptr % 16 == 0) if gp.gemm.m > 0 else None
+        return (plan_grouped_problem(gp, None, True, None, gp.gemm.n, out.ptr % 16 == 0, None, batch_invariant)
+                if gp.gemm.m > 0 else None)
     names = ("a", "b", "a_scale", "b_scale", "counts" if masked else "offsets")
-    _run_planned(call, GROUPED_TARGETS[masked], names, ("jax-grouped", masked), plan)
+    _run_planned(call, grouped_target(masked, batch_invariant), names, ("jax-grouped", masked, batch_invariant),
+                 plan)
 
 
 def _execute_quant(call: xla_ffi.Call, kind: str) -> None:
@@ -123,10 +132,10 @@ def _cupy_view(buf: xla_ffi.FfiBuffer, device: int):
     return cupy.ndarray(buf.shape, dtype, cupy.cuda.MemoryPointer(mem, 0))
 
 
-def _execute_moe(call: xla_ffi.Call, limit) -> None:
-    """The MoE layer on XLA's buffers and stream: the eager layer (fp8gemm.moe) on CuPy views of
-    them, its intermediates from CuPy's pool on XLA's stream (stream-ordered reuse), writing the
-    result buffer."""
+def _execute_moe(call: xla_ffi.Call, limit, batch_invariant: bool = False) -> None:
+    """The MoE layer on XLA's buffers and stream: the eager layer (fp8gemm.moe, in the target's
+    batch-invariant mode) on CuPy views of them, its intermediates from CuPy's pool on XLA's
+    stream (stream-ordered reuse), writing the result buffer."""
     import cupy
 
     from .moe_layer import moe
@@ -135,15 +144,17 @@ def _execute_moe(call: xla_ffi.Call, limit) -> None:
     device = call.device()
     with cupy.cuda.Device(device), cupy.cuda.ExternalStream(call.stream(), device):
         x, xs, ids, wts, w1, w1s, w2, w2s = (_cupy_view(b, device) for b in call.args)
-        moe(x, ids, wts, w1, w1s, w2, w2s, x_scale=xs, limit=limit, out=_cupy_view(call.rets[0], device))
+        moe(x, ids, wts, w1, w1s, w2, w2s, x_scale=xs, limit=limit, out=_cupy_view(call.rets[0], device),
+            batch_invariant=batch_invariant)
 
 
-def moe_target(limit) -> str:
-    """The FFI target of the MoE layer with SwiGLU clamp ``limit`` (None: no clamp): one target
-    per clamp value, registered on first use (the handlers take no attributes)."""
+def moe_target(limit, batch_invariant: bool = False) -> str:
+    """The FFI target of the MoE layer with SwiGLU clamp ``limit`` (None: no clamp) in one mode:
+    one target per clamp value and mode, registered on first use (the handlers take no
+    attributes)."""
     import struct
-    return "fp8gemm_moe_noclamp" if limit is None else \
-        f"fp8gemm_moe_{struct.unpack('<I', struct.pack('<f', float(limit)))[0]:08x}"
+    clamp = "noclamp" if limit is None else f"{struct.unpack('<I', struct.pack('<f', float(limit)))[0]:08x}"
+    return f"fp8gemm_moe_{clamp}" + ("_batch_invariant" if batch_invariant else "")
 
 
 def _dtype_name(x) -> str:
@@ -172,8 +183,11 @@ def register() -> None:
     """Register the CUDA FFI targets (idempotent; each function does it on first use)."""
     for invariant, target in MATMUL_TARGETS.items():
         _register(target, lambda call, invariant=invariant: _execute(call, invariant), command_buffer_compatible=True)
-    for masked, target in GROUPED_TARGETS.items():
-        _register(target, lambda call, masked=masked: _execute_grouped(call, masked), command_buffer_compatible=True)
+    for masked in GROUPED_TARGETS:
+        for invariant in (False, True):
+            _register(grouped_target(masked, invariant),
+                      lambda call, masked=masked, invariant=invariant: _execute_grouped(call, masked, invariant),
+                      command_buffer_compatible=True)
     for kind, target in QUANT_TARGETS.items():
         _register(target, lambda call, kind=kind: _execute_quant(call, kind), command_buffer_compatible=True)
 
@@ -227,7 +241,7 @@ def _matmul_op(out_dtype: str, batch_invariant: bool = False):
     return op
 
 
-def _grouped(a, b, a_scale, b_scale, groups, out_dtype, masked):
+def _grouped(a, b, a_scale, b_scale, groups, out_dtype, masked, batch_invariant):
     import jax
     import jax.numpy as jnp
 
@@ -236,23 +250,24 @@ def _grouped(a, b, a_scale, b_scale, groups, out_dtype, masked):
     specs = _specs(a=a, b=b, a_scale=a_scale, b_scale=b_scale, **{name: groups})
     sig = check_grouped_signature(*specs, None, out_dtype, masked)
     result = jax.ShapeDtypeStruct(sig.out_shape, jnp.dtype(sig.out_dtype))
-    return jax.ffi.ffi_call(GROUPED_TARGETS[masked], result, vmap_method="sequential")(a, b, a_scale, b_scale,
-                                                                                        groups)
+    target = grouped_target(masked, resolve_invariant(batch_invariant))
+    return jax.ffi.ffi_call(target, result, vmap_method="sequential")(a, b, a_scale, b_scale, groups)
 
 
-def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype="bfloat16"):
+def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype="bfloat16", batch_invariant=None):
     """fp8gemm.grouped_matmul_contiguous for JAX arrays, traceable under ``jax.jit``: a [P, K],
     b [G, N, K], a_scale [P, ceil(K/128)], b_scale [G, ceil(N/128), ceil(K/128)], offsets [G + 1]
     int32 on the device; returns [P, N] (rows outside the groups unspecified). The eager rules
-    and messages apply at trace time."""
-    return _grouped(a, b, a_scale, b_scale, offsets, out_dtype, False)
+    and messages apply at trace time. ``batch_invariant``: as the eager function's; None takes
+    the process-wide mode when the function is traced."""
+    return _grouped(a, b, a_scale, b_scale, offsets, out_dtype, False, batch_invariant)
 
 
-def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype="bfloat16"):
+def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype="bfloat16", batch_invariant=None):
     """fp8gemm.grouped_matmul_masked for JAX arrays, traceable under ``jax.jit``: a [G, max_rows,
     K], counts [G] int32 on the device; returns [G, max_rows, N] (rows at and past counts[g]
-    unspecified)."""
-    return _grouped(a, b, a_scale, b_scale, counts, out_dtype, True)
+    unspecified). ``batch_invariant`` as in grouped_matmul_contiguous."""
+    return _grouped(a, b, a_scale, b_scale, counts, out_dtype, True, batch_invariant)
 
 
 def _quantize(x, kind):
@@ -289,12 +304,14 @@ def quantize_per_block(w):
     return _quantize(w, "block")
 
 
-def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=10.0):
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=10.0, batch_invariant=None):
     """fp8gemm.moe for JAX arrays, traceable under ``jax.jit``: x [T, H] FP8 with x_scale, or
     bf16 / fp16 / fp32 without (quantized first by quantize_per_token_group); topk_ids [T, k]
     int32, topk_weights [T, k] float32; w1 [E, 2I, H], w2 [E, H, I] FP8 with their block scales.
     Returns [T, H] bf16. The eager layer's rules apply at trace time. Not for XLA's command
-    buffers: the layer takes its intermediates from CuPy's pool on XLA's stream."""
+    buffers: the layer takes its intermediates from CuPy's pool on XLA's stream.
+    ``batch_invariant``: as fp8gemm.moe's; None takes the process-wide mode when the function is
+    traced."""
     import jax
     import jax.numpy as jnp
 
@@ -306,8 +323,9 @@ def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, 
     specs = _specs(x=x, x_scale=x_scale, topk_ids=ids, topk_weights=topk_weights, w1=w1, w1_scale=w1_scale,
                    w2=w2, w2_scale=w2_scale)
     t, hidden = check_moe_signature(*specs)
-    target = moe_target(limit)
-    _register(target, lambda call, limit=limit: _execute_moe(call, limit))
+    invariant = resolve_invariant(batch_invariant)
+    target = moe_target(limit, invariant)
+    _register(target, lambda call, limit=limit, invariant=invariant: _execute_moe(call, limit, invariant))
     result = jax.ShapeDtypeStruct((t, hidden), jnp.bfloat16)
     return jax.ffi.ffi_call(target, result, vmap_method="sequential")(x, x_scale, ids, topk_weights, w1, w1_scale,
                                                                        w2, w2_scale)
@@ -336,21 +354,26 @@ def _as_specs(mesh, arrays, specs):
 
 
 def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, mesh, axis, x_scale=None, limit=10.0,
-           capacity=None, local_layer=None):
+           capacity=None, local_layer=None, batch_invariant=None):
     """The MoE layer with its experts spread over mesh axis ``axis`` (jax.shard_map), tokens
     exchanged with ``jax.lax.all_to_all``: the JAX form of fp8gemm.moe_ep (same dispatch into
     fixed slots of ``capacity`` rows per destination, default T_local * k; same slot-order FP32
     combine). x [T, H] (bf16 / fp16 / fp32, or FP8 with x_scale), topk_ids / topk_weights [T, k]
     sharded on T over ``axis``; w1 [E, 2I, H], w2 [E, H, I] and their scales sharded on E over
     ``axis`` (E / shards experts a device). Returns [T, H] bf16 sharded like x. ``local_layer``
-    replaces each device's layer (default fp8gemm.jax.moe; tests use a host stand-in)."""
+    replaces each device's layer (default fp8gemm.jax.moe; tests use a host stand-in).
+    ``batch_invariant``: moe's, for every device's layer (None: the process-wide mode when traced;
+    a ``local_layer`` is called as before); a token's row is then the same whatever the other
+    tokens as long as none of its pairs is dropped (``capacity``)."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
     _check_axes(mesh, axis=axis)
     world = mesh.shape[axis]
-    layer = local_layer or (lambda *a, x_scale, limit: moe(*a, x_scale=x_scale, limit=limit))
+    invariant = resolve_invariant(batch_invariant)
+    layer = local_layer or (lambda *a, x_scale, limit: moe(*a, x_scale=x_scale, limit=limit,
+                                                           batch_invariant=invariant))
     quantize_here = x_scale is None
 
     def shard(x, xs, ids, wts, w1, w1s, w2, w2s):

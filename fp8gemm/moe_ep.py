@@ -20,8 +20,13 @@ splits: no host sync, so the layer can be captured in a CUDA graph and replayed 
 The result is deterministic for a given routing. C defaults to T * k (no pair is ever dropped);
 a smaller capacity shrinks the buffers (W * C rows each way) at the risk of drops.
 
-``local_layer`` replaces step 3 (same arguments and result as fp8gemm.moe): tests run the
-exchange on CPU processes (gloo) with a host stand-in for the GPU layer.
+``local_layer`` replaces step 3 (same arguments and result as fp8gemm.moe, less
+``batch_invariant``): tests run the exchange on CPU processes (gloo) with a host stand-in for the
+GPU layer.
+
+``batch_invariant`` goes to step 3's fp8gemm.moe: each received row is then computed alone, so
+a token's output row is bitwise the same whatever the other tokens and their routing, as long as
+none of its pairs is dropped (the default capacity drops none).
 """
 from __future__ import annotations
 
@@ -29,7 +34,8 @@ from .dtypes import SWIGLU_LIMIT
 
 
 def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None, x_scale=None,
-           limit=SWIGLU_LIMIT, capacity: int | None = None, local_layer=None, events: list | None = None):
+           limit=SWIGLU_LIMIT, capacity: int | None = None, local_layer=None, events: list | None = None,
+           batch_invariant: bool | None = None):
     """One expert-parallel MoE layer on this rank's tokens -> out [T, H] bf16 (torch tensors).
 
     x            [T, H] bf16 / fp16 / fp32 (quantized here), or FP8 E4M3 with ``x_scale``
@@ -41,6 +47,7 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     capacity     rows per destination rank (default T * k: none dropped).
     events       a list to append CUDA events to at the phases' bounds (start, after dispatch,
                  after the rank's layer, after combine), for fp8gemm.bench.moe_ep's time split.
+    batch_invariant  fp8gemm.moe's, for this rank's layer (None: the process-wide mode).
     Every rank calls it with the same H, k, E_local and capacity (the collectives' sizes).
     """
     import torch
@@ -103,12 +110,14 @@ def moe_ep(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, group=None,
     mark()
 
     # ---- this rank's experts on every received row (one pair each, weight 1; -1: dropped)
+    mode = {}
     layer = local_layer
     if layer is None:
         from .moe_layer import moe as layer
+        mode = {"batch_invariant": batch_invariant}
     ones = torch.ones(world * cap, 1, dtype=torch.float32, device=dev)
     rows = recv_x.view(torch.float8_e4m3fn) if recv_x.is_cuda else recv_x
-    y = layer(rows, recv_e.view(-1, 1), ones, w1, w1_scale, w2, w2_scale, x_scale=recv_s, limit=limit)
+    y = layer(rows, recv_e.view(-1, 1), ones, w1, w1_scale, w2, w2_scale, x_scale=recv_s, limit=limit, **mode)
     mark()
 
     # ---- combine: the outputs back to their source ranks, summed in slot order in FP32

@@ -5,13 +5,15 @@
   fp8gemm::matmul(a, b, a_scale, b_scale, out_dtype="bfloat16", batch_invariant=False) -> Tensor
   fp8gemm::matmul_out(a, b, a_scale, b_scale, out, batch_invariant=False) -> ()   (writes ``out``)
   fp8gemm::grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16",
-                                     precise_fp32=True) -> Tensor
-  fp8gemm::grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32=True)
+                                     precise_fp32=True, batch_invariant=False) -> Tensor
+  fp8gemm::grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32=True,
+                                         batch_invariant=False)
   fp8gemm::grouped_matmul_masked(a, b, a_scale, b_scale, counts, out_dtype="bfloat16",
-                                 expected_rows=None) -> Tensor
-  fp8gemm::grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows=None)
+                                 expected_rows=None, batch_invariant=False) -> Tensor
+  fp8gemm::grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows=None,
+                                     batch_invariant=False)
   fp8gemm::moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=10.0,
-               fused=None) -> Tensor
+               fused=None, batch_invariant=False) -> Tensor
   fp8gemm::quantize_per_token_group(x, eps=1e-10) -> (q, scale)
 
 Each is a ``torch.library.custom_op`` whose real kernel is fp8gemm's (``fp8gemm.matmul``, the
@@ -20,15 +22,17 @@ same kind and shape rules, with the same messages, to fake or meta tensors and r
 the right shape and dtype. So ``torch.compile(fullgraph=True)`` traces a model that calls them
 into one graph with no break in our Python, and the rules hold at trace time.
 
-The GEMM operators' ``batch_invariant`` is fp8gemm.matmul's (dispatch/invariant.py) as a plain
-bool in the schema: the wrappers below take ``batch_invariant=None`` and resolve it to the
-process-wide mode in Python, so that a compiled graph holds the mode as a constant.
+The operators' ``batch_invariant`` is the eager functions' (fp8gemm.matmul, the grouped GEMMs,
+fp8gemm.moe; dispatch/invariant.py) as a plain bool in the schema: the wrappers below take
+``batch_invariant=None`` and resolve it to the process-wide mode in Python, so that a compiled
+graph holds the mode as a constant (a flip of the switch makes torch.compile trace again).
 
 The wrappers below call the operators with the eager API's argument forms: ``matmul`` as
 fp8gemm.matmul (``out=`` included), ``w8a8_block_fp8_matmul`` in vLLM's argument order,
 ``fp8_gemm_nt`` in DeepGEMM's, each with an optional ``bias`` added to the product; the grouped
 GEMMs and the MoE layer in the eager forms, and DeepGEMM's grouped forms
-(``m_grouped_fp8_gemm_nt_contiguous`` with its m_indices, ``m_grouped_fp8_gemm_nt_masked``).
+(``m_grouped_fp8_gemm_nt_contiguous`` with its m_indices, ``m_grouped_fp8_gemm_nt_masked``), which
+keep DeepGEMM's arguments and so follow the process-wide batch-invariant mode.
 """
 from __future__ import annotations
 
@@ -138,70 +142,82 @@ def _check_out_shape(out, sig):
 
 @torch.library.custom_op("fp8gemm::grouped_matmul_contiguous", mutates_args=())
 def _grouped_contiguous(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                        offsets: torch.Tensor, out_dtype: str = "bfloat16", precise_fp32: bool = True) -> torch.Tensor:
+                        offsets: torch.Tensor, out_dtype: str = "bfloat16", precise_fp32: bool = True,
+                        batch_invariant: bool = False) -> torch.Tensor:
     from .grouped import grouped_matmul_contiguous
 
-    return grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype=out_dtype, precise_fp32=precise_fp32)
+    return grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out_dtype=out_dtype, precise_fp32=precise_fp32,
+                                     batch_invariant=batch_invariant)
 
 
 @_grouped_contiguous.register_fake
-def _grouped_contiguous_fake(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16", precise_fp32=True):
+def _grouped_contiguous_fake(a, b, a_scale, b_scale, offsets, out_dtype="bfloat16", precise_fp32=True,
+                             batch_invariant=False):
     sig = _grouped_signature(a, b, a_scale, b_scale, offsets, None, out_dtype, False)
     return a.new_empty(sig.out_shape, dtype=_OUT_TORCH[sig.out_dtype])
 
 
 @torch.library.custom_op("fp8gemm::grouped_matmul_contiguous_out", mutates_args=("out",))
 def _grouped_contiguous_out(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                            offsets: torch.Tensor, out: torch.Tensor, precise_fp32: bool = True) -> None:
+                            offsets: torch.Tensor, out: torch.Tensor, precise_fp32: bool = True,
+                            batch_invariant: bool = False) -> None:
     from .grouped import grouped_matmul_contiguous
 
-    grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out=out, precise_fp32=precise_fp32)
+    grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, out=out, precise_fp32=precise_fp32,
+                              batch_invariant=batch_invariant)
 
 
 @_grouped_contiguous_out.register_fake
-def _grouped_contiguous_out_fake(a, b, a_scale, b_scale, offsets, out, precise_fp32=True):
+def _grouped_contiguous_out_fake(a, b, a_scale, b_scale, offsets, out, precise_fp32=True, batch_invariant=False):
     _check_out_shape(out, _grouped_signature(a, b, a_scale, b_scale, offsets, out, None, False))
 
 
 @torch.library.custom_op("fp8gemm::grouped_matmul_masked", mutates_args=())
 def _grouped_masked(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
                     counts: torch.Tensor, out_dtype: str = "bfloat16",
-                    expected_rows: Optional[int] = None) -> torch.Tensor:
+                    expected_rows: Optional[int] = None, batch_invariant: bool = False) -> torch.Tensor:
     from .grouped import grouped_matmul_masked
 
-    return grouped_matmul_masked(a, b, a_scale, b_scale, counts, out_dtype=out_dtype, expected_rows=expected_rows)
+    return grouped_matmul_masked(a, b, a_scale, b_scale, counts, out_dtype=out_dtype, expected_rows=expected_rows,
+                                 batch_invariant=batch_invariant)
 
 
 @_grouped_masked.register_fake
-def _grouped_masked_fake(a, b, a_scale, b_scale, counts, out_dtype="bfloat16", expected_rows=None):
+def _grouped_masked_fake(a, b, a_scale, b_scale, counts, out_dtype="bfloat16", expected_rows=None,
+                         batch_invariant=False):
     sig = _grouped_signature(a, b, a_scale, b_scale, counts, None, out_dtype, True)
     return a.new_empty(sig.out_shape, dtype=_OUT_TORCH[sig.out_dtype])
 
 
 @torch.library.custom_op("fp8gemm::grouped_matmul_masked_out", mutates_args=("out",))
 def _grouped_masked_out(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                        counts: torch.Tensor, out: torch.Tensor, expected_rows: Optional[int] = None) -> None:
+                        counts: torch.Tensor, out: torch.Tensor, expected_rows: Optional[int] = None,
+                        batch_invariant: bool = False) -> None:
     from .grouped import grouped_matmul_masked
 
-    grouped_matmul_masked(a, b, a_scale, b_scale, counts, out=out, expected_rows=expected_rows)
+    grouped_matmul_masked(a, b, a_scale, b_scale, counts, out=out, expected_rows=expected_rows,
+                          batch_invariant=batch_invariant)
 
 
 @_grouped_masked_out.register_fake
-def _grouped_masked_out_fake(a, b, a_scale, b_scale, counts, out, expected_rows=None):
+def _grouped_masked_out_fake(a, b, a_scale, b_scale, counts, out, expected_rows=None, batch_invariant=False):
     _check_out_shape(out, _grouped_signature(a, b, a_scale, b_scale, counts, out, None, True))
 
 
 @torch.library.custom_op("fp8gemm::moe", mutates_args=())
 def _moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
          w1_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor, x_scale: Optional[torch.Tensor] = None,
-         limit: Optional[float] = SWIGLU_LIMIT, fused: Optional[bool] = None) -> torch.Tensor:
+         limit: Optional[float] = SWIGLU_LIMIT, fused: Optional[bool] = None,
+         batch_invariant: bool = False) -> torch.Tensor:
     from .moe_layer import moe
 
-    return moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=x_scale, limit=limit, fused=fused)
+    return moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=x_scale, limit=limit, fused=fused,
+               batch_invariant=batch_invariant)
 
 
 @_moe.register_fake
-def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=None):
+def _moe_fake(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale=None, limit=SWIGLU_LIMIT, fused=None,
+              batch_invariant=False):
     from .moe_layer import check_moe_signature, check_unscaled_x
 
     if x_scale is None:
@@ -288,28 +304,37 @@ def fp8_gemm_nt(a, b, d, c=None, bias=None, *, batch_invariant=None):
     return d
 
 
-def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None, precise_fp32=True):
-    """fp8gemm.grouped_matmul_contiguous through the operators (``offsets`` a CUDA int32 tensor)."""
+def grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, *, out_dtype=None, out=None, precise_fp32=True,
+                              batch_invariant=None):
+    """fp8gemm.grouped_matmul_contiguous through the operators (``offsets`` a CUDA int32 tensor).
+    ``batch_invariant``: as the eager function's (None: the process-wide mode, read when the call
+    is made or traced)."""
+    invariant = resolve_invariant(batch_invariant)
     if out is not None:
-        torch.ops.fp8gemm.grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32)
+        torch.ops.fp8gemm.grouped_matmul_contiguous_out(a, b, a_scale, b_scale, offsets, out, precise_fp32, invariant)
         return out
     return torch.ops.fp8gemm.grouped_matmul_contiguous(a, b, a_scale, b_scale, offsets, _out_dtype(out_dtype),
-                                                       precise_fp32)
+                                                       precise_fp32, invariant)
 
 
-def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None, expected_rows=None):
-    """fp8gemm.grouped_matmul_masked through the operators (``counts`` a CUDA int32 tensor)."""
+def grouped_matmul_masked(a, b, a_scale, b_scale, counts, *, out_dtype=None, out=None, expected_rows=None,
+                          batch_invariant=None):
+    """fp8gemm.grouped_matmul_masked through the operators (``counts`` a CUDA int32 tensor).
+    ``batch_invariant`` as in grouped_matmul_contiguous."""
+    invariant = resolve_invariant(batch_invariant)
     if out is not None:
-        torch.ops.fp8gemm.grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows)
+        torch.ops.fp8gemm.grouped_matmul_masked_out(a, b, a_scale, b_scale, counts, out, expected_rows, invariant)
         return out
     return torch.ops.fp8gemm.grouped_matmul_masked(a, b, a_scale, b_scale, counts, _out_dtype(out_dtype),
-                                                   expected_rows)
+                                                   expected_rows, invariant)
 
 
-def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT, fused=None):
-    """fp8gemm.moe through the operator."""
+def moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, *, x_scale=None, limit=SWIGLU_LIMIT, fused=None,
+        batch_invariant=None):
+    """fp8gemm.moe through the operator. ``batch_invariant`` as fp8gemm.moe's (None: the
+    process-wide mode, read when the call is made or traced)."""
     return torch.ops.fp8gemm.moe(x, topk_ids, topk_weights, w1, w1_scale, w2, w2_scale, x_scale,
-                                 None if limit is None else float(limit), fused)
+                                 None if limit is None else float(limit), fused, resolve_invariant(batch_invariant))
 
 
 def _out_dtype(out_dtype) -> str:

@@ -1,10 +1,13 @@
-"""Batch-invariant mode through the frontends (issue 57, phase 2: the plain GEMM): the torch
-operators, the JAX functions and ``fp8gemm-bench --batch-invariant``. CPU: the operators' schema
-holds the mode as a bool, the fake kernels take it, the wrappers resolve None to the process-wide
-mode before the operator (a compiled graph holds it as a constant), the JAX function lowers to the
-mode's own target and its plan key differs by mode, the bench flag parses and its summary computes
-what it prints on fake rows. GPU (gpu-marked): rows bitwise the same at M = 1 and inside M = 300
-through the torch operator and the jitted JAX function."""
+"""Batch-invariant mode through the frontends (issue 57: the plain GEMM, the grouped GEMMs and
+the MoE layer): the torch operators, the JAX functions, fp8gemm.moe_ep and ``fp8gemm-bench
+--batch-invariant``. CPU: the operators' schema holds the mode as a bool, the fake kernels take it,
+the wrappers resolve None to the process-wide mode before the operator (a compiled graph holds it
+as a constant), the JAX functions lower to the mode's own targets and the handlers' plan keys
+differ by mode, the handlers hand the mode to the planner / the eager layer, both moe_ep forms hand
+it to each rank's layer, the bench flag parses and its summary computes what it prints on fake
+rows. GPU (gpu-marked): rows bitwise the same at M = 1 and inside M = 300 through the torch
+operator and the jitted JAX function."""
+import sys
 import types
 
 import numpy as np
@@ -42,17 +45,27 @@ def _operands(torch, m=64, n=512, k=1024, device="meta"):
             torch.empty(nb, kb, dtype=torch.float32, device=device))
 
 
+MODE_OPS = ("matmul", "matmul_out", "grouped_matmul_contiguous", "grouped_matmul_contiguous_out",
+            "grouped_matmul_masked", "grouped_matmul_masked_out", "moe")
+
+
+def _mode_index(torch, name):
+    """Where ``batch_invariant`` sits among the operator's arguments (its last one)."""
+    args = [a.name for a in getattr(torch.ops.fp8gemm, name).default._schema.arguments]
+    assert args[-1] == "batch_invariant", (name, args)
+    return len(args) - 1
+
+
 def test_torch_schema_holds_the_mode_as_a_bool():
-    """matmul and matmul_out take ``bool batch_invariant=False``; the grouped GEMMs and the MoE
-    layer do not (their mode is phase 2)."""
+    """Every GEMM operator and the MoE layer take ``bool batch_invariant=False`` (a plain bool,
+    not ``bool?``: the wrappers resolve None), as their last argument; the quantizer does not."""
     torch = _torch()
     import fp8gemm.torch_ops  # noqa: F401
-    for name in ("matmul", "matmul_out"):
+    for name in MODE_OPS:
         schema = str(getattr(torch.ops.fp8gemm, name).default._schema)
-        assert "bool batch_invariant=False" in schema, schema
-    for name in ("grouped_matmul_contiguous", "grouped_matmul_contiguous_out", "grouped_matmul_masked",
-                 "grouped_matmul_masked_out", "moe"):
-        assert "batch_invariant" not in str(getattr(torch.ops.fp8gemm, name).default._schema)
+        assert "bool batch_invariant=False" in schema and "bool? batch_invariant" not in schema, schema
+        _mode_index(torch, name)
+    assert "batch_invariant" not in str(torch.ops.fp8gemm.quantize_per_token_group.default._schema)
 
 
 def test_torch_fake_kernels_take_the_mode():
@@ -101,14 +114,14 @@ def test_torch_wrappers_resolve_the_mode_before_the_operator(monkeypatch, switch
     assert seen == [want] * 5 and all(type(s) is bool for s in seen)
 
 
-def _compiled(torch, fn):
+def _compiled(torch, fn, op="matmul"):
     """``fn`` under torch.compile(fullgraph=True), and the list that collects the batch_invariant
-    argument of every fp8gemm::matmul call in each graph it traces."""
-    found = []
+    argument of every fp8gemm::``op`` call in each graph it traces."""
+    found, index = [], _mode_index(torch, op)
 
     def backend(gm, example_inputs):
-        found.extend(node.args[5] for node in gm.graph.nodes
-                     if node.op == "call_function" and "fp8gemm.matmul" in str(node.target))
+        found.extend(node.args[index] for node in gm.graph.nodes
+                     if node.op == "call_function" and str(node.target).split(".")[:2] == ["fp8gemm", op])
         return gm.forward
     return torch.compile(fn, fullgraph=True, backend=backend), found
 
@@ -125,6 +138,130 @@ def test_torch_compile_holds_the_mode_as_a_constant(switch):
     assert explicit(*args).shape == (64, 512) and found == [True]
     follow, found = _compiled(torch, lambda a, b, sa, sb: ops.matmul(a, b, sa, sb))
     follow(*args)
+    switch(True)
+    follow(*args)
+    assert found == [False, True]
+
+# ---- torch: the grouped GEMMs and the MoE layer -------------------------------------------------
+
+G, N, K, P = 4, 256, 512, 96                 # groups, N, K, rows of the contiguous form
+T, H, I, E, TOPK = 16, 1024, 256, 8, 2       # the MoE layer's tokens, hidden, intermediate, experts, k
+
+
+def _grouped_operands(torch, masked, device="meta"):
+    """a, b, a_scale, b_scale and offsets [G + 1] (contiguous, P rows) or counts [G] (masked, G x
+    24 rows)."""
+    lead = (G, P // G) if masked else (P,)
+    groups = (torch.full((G,), P // G, dtype=torch.int32, device=device) if masked else
+              torch.arange(0, P + 1, P // G, dtype=torch.int32, device=device))
+    return (torch.empty(lead + (K,), dtype=torch.float8_e4m3fn, device=device),
+            torch.empty(G, N, K, dtype=torch.float8_e4m3fn, device=device),
+            torch.empty(lead + (K // 128,), dtype=torch.float32, device=device),
+            torch.empty(G, N // 128, K // 128, dtype=torch.float32, device=device), groups)
+
+
+def _moe_operands(torch, device="meta"):
+    """x [T, H] bf16 (the layer quantizes it), topk_ids, topk_weights, w1, w1_scale, w2, w2_scale."""
+    return (torch.empty(T, H, dtype=torch.bfloat16, device=device),
+            torch.zeros(T, TOPK, dtype=torch.int32, device=device),
+            torch.ones(T, TOPK, dtype=torch.float32, device=device),
+            torch.empty(E, 2 * I, H, dtype=torch.float8_e4m3fn, device=device),
+            torch.empty(E, 2 * I // 128, H // 128, dtype=torch.float32, device=device),
+            torch.empty(E, H, I, dtype=torch.float8_e4m3fn, device=device),
+            torch.empty(E, H // 128, I // 128, dtype=torch.float32, device=device))
+
+
+def test_torch_grouped_and_moe_fake_kernels_take_the_mode():
+    """The fake kernels take the mode as their last argument, their shapes and rules unchanged."""
+    torch = _torch()
+    import fp8gemm.torch_ops  # noqa: F401
+    ops = torch.ops.fp8gemm
+    for flag in (False, True):
+        args = _grouped_operands(torch, False)
+        c = ops.grouped_matmul_contiguous(*args, "float32", True, flag)
+        assert c.shape == (P, N) and c.dtype == torch.float32 and c.device.type == "meta"
+        ops.grouped_matmul_contiguous_out(*args, torch.empty(P, N, dtype=torch.bfloat16, device="meta"), True, flag)
+        with pytest.raises(ValueError, match="out must have shape"):
+            ops.grouped_matmul_contiguous_out(*args, torch.empty(P, 2 * N, dtype=torch.bfloat16, device="meta"),
+                                              True, flag)
+        args = _grouped_operands(torch, True)
+        c = ops.grouped_matmul_masked(*args, "bfloat16", None, flag)
+        assert c.shape == (G, P // G, N) and c.dtype == torch.bfloat16
+        ops.grouped_matmul_masked_out(*args, torch.empty(G, P // G, N, dtype=torch.float16, device="meta"), 64, flag)
+        y = ops.moe(*_moe_operands(torch), None, 10.0, None, flag)
+        assert y.shape == (T, H) and y.dtype == torch.bfloat16 and y.device.type == "meta"
+
+
+def _record(monkeypatch, module, name, seen, result):
+    """``module.name`` replaced by a recorder of the ``batch_invariant`` it was given, returning
+    ``result(args, kwargs)``."""
+    def fn(*args, batch_invariant="missing", **kw):
+        seen.append((name, batch_invariant))
+        return result(args, kw)
+    monkeypatch.setattr(module, name, fn)
+
+
+def _record_grouped_and_moe(monkeypatch, torch):
+    """The grouped GEMMs' and the MoE layer's eager functions replaced by recorders (the operators'
+    real kernels import them at call time)."""
+    from fp8gemm import grouped, moe_layer
+    seen = []
+
+    def gemm_result(args, kw):
+        if kw.get("out") is not None:
+            return kw["out"]
+        a = args[0]
+        return torch.zeros(a.shape[:-1] + (args[1].shape[1],), dtype=torch.bfloat16)
+    for name in ("grouped_matmul_contiguous", "grouped_matmul_masked"):
+        _record(monkeypatch, grouped, name, seen, gemm_result)
+    _record(monkeypatch, moe_layer, "moe", seen, lambda args, kw: torch.zeros(args[0].shape, dtype=torch.bfloat16))
+    return seen
+
+
+@pytest.mark.parametrize("flag,call,want", [(False, None, False), (True, None, True), (True, False, False),
+                                              (False, True, True)])
+def test_torch_grouped_and_moe_wrappers_resolve_the_mode(monkeypatch, switch, flag, call, want):
+    """The grouped GEMM and MoE wrappers (fresh and ``out=``) hand the eager functions the resolved
+    bool; DeepGEMM's grouped forms, which keep DeepGEMM's arguments, the process-wide mode."""
+    torch = _torch()
+    import fp8gemm.torch_ops as ops
+    seen = _record_grouped_and_moe(monkeypatch, torch)
+    switch(flag)
+    a, b, sa, sb, offsets = _grouped_operands(torch, False, device="cpu")
+    ops.grouped_matmul_contiguous(a, b, sa, sb, offsets, batch_invariant=call)
+    ops.grouped_matmul_contiguous(a, b, sa, sb, offsets, out=torch.empty(P, N, dtype=torch.bfloat16),
+                                  batch_invariant=call)
+    ma, mb, msa, msb, counts = _grouped_operands(torch, True, device="cpu")
+    ops.grouped_matmul_masked(ma, mb, msa, msb, counts, batch_invariant=call)
+    ops.grouped_matmul_masked(ma, mb, msa, msb, counts, out=torch.empty(G, P // G, N, dtype=torch.bfloat16),
+                              batch_invariant=call)
+    ops.moe(*_moe_operands(torch, device="cpu"), batch_invariant=call)
+    assert seen == [("grouped_matmul_contiguous", want)] * 2 + [("grouped_matmul_masked", want)] * 2 + \
+        [("moe", want)]
+    assert all(type(mode) is bool for _, mode in seen)
+    del seen[:]
+    m_indices = torch.repeat_interleave(torch.arange(G, dtype=torch.int32), P // G)
+    ops.m_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), torch.empty(P, N, dtype=torch.bfloat16), m_indices)
+    ops.m_grouped_fp8_gemm_nt_masked((ma, msa), (mb, msb), torch.empty(G, P // G, N, dtype=torch.bfloat16), counts,
+                                     P // G)
+    assert seen == [("grouped_matmul_contiguous", flag), ("grouped_matmul_masked", flag)]
+
+
+@pytest.mark.parametrize("op", ["grouped_matmul_contiguous", "grouped_matmul_masked", "moe"])
+def test_torch_compile_holds_the_grouped_and_moe_mode_as_a_constant(switch, op):
+    """As for matmul: the compiled graph's grouped / MoE operator call carries the explicit bool,
+    or the process-wide mode at trace time (a flip of the switch traces again)."""
+    torch = _torch()
+    import fp8gemm.torch_ops as ops
+    torch._dynamo.reset()
+    args = _moe_operands(torch) if op == "moe" else _grouped_operands(torch, op.endswith("masked"))
+    wrapper = getattr(ops, op)
+    switch(False)
+    explicit, found = _compiled(torch, lambda *x: wrapper(*x, batch_invariant=True), op)
+    explicit(*args)
+    assert found == [True]
+    follow, found = _compiled(torch, lambda *x: wrapper(*x), op)
+    assert follow(*args).device.type == "meta"
     switch(True)
     follow(*args)
     assert found == [False, True]
@@ -177,11 +314,19 @@ def test_jax_mode_target_is_registered_and_refused_on_the_cpu():
             jax.block_until_ready(jax.jit(lambda *x: fj.matmul(*x, batch_invariant=True))(*_jax_operands()))
 
 
-def test_jax_plan_key_differs_by_mode(monkeypatch):
-    """The FFI handler on the same buffers in both modes: plan_problem gets each mode once, the
-    two plans sit under different keys, each mode's later calls reuse its own plan."""
-    _jax()
-    import fp8gemm.jax as fj
+def _buf(ptr, dtype, shape):
+    return types.SimpleNamespace(ptr=ptr, dtype=dtype, shape=shape)
+
+
+def _ffi_call(*args, ret=None):
+    """A stand-in for xla_ffi.Call: the argument buffers, one result, device 0, stream 0."""
+    return types.SimpleNamespace(args=list(args), rets=[ret], device=lambda: 0, stream=lambda: 0)
+
+
+def _plans_by_mode(execute, tag):
+    """``execute(flag)`` on the same buffers in both modes, twice each, through a planner stand-in
+    that the caller hands out as ``planner``: each mode is planned once, the two plans sit under
+    keys that differ by mode (``tag`` + the mode first), each mode's later calls reuse its own."""
     from fp8gemm import plans
     made, ran = [], []
 
@@ -192,26 +337,200 @@ def test_jax_plan_key_differs_by_mode(monkeypatch):
         def run(self, ptr, stream):
             ran.append(self.flag)
 
-    def plan_problem(problem, config, ldc, aligned, batch_invariant=False):
-        made.append(batch_invariant)
-        return Runner(batch_invariant)
-    monkeypatch.setattr(fj, "plan_problem", plan_problem)
-    monkeypatch.setattr(fj, "validate_gemm", lambda *args: types.SimpleNamespace(n=256))
-    buf = lambda ptr, dt, shape: types.SimpleNamespace(ptr=ptr, dtype=dt, shape=shape)
-    call = types.SimpleNamespace(
-        args=[buf(0x1000, "float8_e4m3fn", (8, 512)), buf(0x2000, "float8_e4m3fn", (256, 512)),
-              buf(0x3000, "float32", (8, 4)), buf(0x4000, "float32", (2, 4))],
-        rets=[buf(0x5000, "bfloat16", (8, 256))], device=lambda: 0, stream=lambda: 0)
+    def planner(flag):
+        made.append(flag)
+        return Runner(flag)
     before = set(plans.PLANS)
     try:
         for flag in (False, True, False, True):
-            fj._execute(call, flag)
+            execute(flag, planner)
         assert made == [False, True] and ran == [False, True, False, True]
         keys = set(plans.PLANS) - before
-        assert len(keys) == 2 and {k[:2] for k in keys} == {("jax", False), ("jax", True)}
+        n = len(tag) + 1
+        assert len(keys) == 2 and {k[:n] for k in keys} == {tag + (False,), tag + (True,)}
     finally:
         for k in set(plans.PLANS) - before:
             del plans.PLANS[k]
+
+
+def test_jax_plan_key_differs_by_mode(monkeypatch):
+    """matmul's FFI handler: plan_problem gets each mode once, plans keyed by mode."""
+    _jax()
+    import fp8gemm.jax as fj
+    monkeypatch.setattr(fj, "validate_gemm", lambda *args: types.SimpleNamespace(n=256))
+    call = _ffi_call(_buf(0x1000, "float8_e4m3fn", (8, 512)), _buf(0x2000, "float8_e4m3fn", (256, 512)),
+                     _buf(0x3000, "float32", (8, 4)), _buf(0x4000, "float32", (2, 4)),
+                     ret=_buf(0x5000, "bfloat16", (8, 256)))
+
+    def execute(flag, planner):
+        monkeypatch.setattr(fj, "plan_problem", lambda problem, config, ldc, aligned, batch_invariant=False:
+                            planner(batch_invariant))
+        fj._execute(call, flag)
+    _plans_by_mode(execute, ("jax",))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_jax_grouped_plan_key_differs_by_mode(monkeypatch, masked):
+    """The grouped GEMMs' FFI handler: plan_grouped_problem gets each mode once (no config, so the
+    mode's tile), plans keyed by layout and mode."""
+    _jax()
+    import fp8gemm.jax as fj
+    from fp8gemm import grouped
+    gp = types.SimpleNamespace(gemm=types.SimpleNamespace(m=96, n=N))
+    monkeypatch.setattr(fj, "validate_grouped", lambda *args: gp)
+    lead = (G, P // G) if masked else (P,)
+    call = _ffi_call(_buf(0x1000, "float8_e4m3fn", lead + (K,)), _buf(0x2000, "float8_e4m3fn", (G, N, K)),
+                     _buf(0x3000, "float32", lead + (K // 128,)), _buf(0x4000, "float32", (G, N // 128, K // 128)),
+                     _buf(0x5000, "int32", (G if masked else G + 1,)), ret=_buf(0x6000, "bfloat16", lead + (N,)))
+
+    def execute(flag, planner):
+        def plan(gp_, expected_rows, precise_fp32, wg3, ldc, aligned, config=None, batch_invariant=False):
+            assert gp_ is gp and config is None and wg3 is None and ldc == N
+            return planner(batch_invariant)
+        monkeypatch.setattr(grouped, "plan_grouped_problem", plan)
+        fj._execute_grouped(call, masked, flag)
+    _plans_by_mode(execute, ("jax-grouped", masked))
+
+
+def test_jax_moe_handler_hands_the_mode_to_the_layer(monkeypatch):
+    """The MoE target's handler runs the eager layer in its target's mode (CuPy stood in for)."""
+    _jax()
+    import contextlib
+
+    import fp8gemm.jax as fj
+    from fp8gemm import moe_layer
+    seen = []
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(Device=lambda *a: contextlib.nullcontext(),
+                                      ExternalStream=lambda *a: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(fj, "_cupy_view", lambda buf, device: buf)
+    _record(monkeypatch, moe_layer, "moe", seen, lambda args, kw: seen.append(("limit", kw["limit"])))
+    call = _ffi_call(*(_buf(0x1000 * i, "float32", (T, 1)) for i in range(1, 9)), ret=_buf(0x9000, "bfloat16", (T, H)))
+    for flag in (False, True):
+        fj._execute_moe(call, 7.0, flag)
+    assert seen == [("moe", False), ("limit", 7.0), ("moe", True), ("limit", 7.0)]
+
+
+def _jax_grouped_operands(masked):
+    import jax
+    import jax.numpy as jnp
+    lead = (G, P // G) if masked else (P,)
+    return (jax.ShapeDtypeStruct(lead + (K,), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((G, N, K), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct(lead + (K // 128,), jnp.float32),
+            jax.ShapeDtypeStruct((G, N // 128, K // 128), jnp.float32),
+            jax.ShapeDtypeStruct((G if masked else G + 1,), jnp.int32))
+
+
+def _jax_moe_operands():
+    import jax
+    import jax.numpy as jnp
+    return (jax.ShapeDtypeStruct((T, H), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((T, TOPK), jnp.int32),
+            jax.ShapeDtypeStruct((T, TOPK), jnp.float32), jax.ShapeDtypeStruct((E, 2 * I, H), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((E, 2 * I // 128, H // 128), jnp.float32),
+            jax.ShapeDtypeStruct((E, H, I), jnp.float8_e4m3fn),
+            jax.ShapeDtypeStruct((E, H // 128, I // 128), jnp.float32),
+            jax.ShapeDtypeStruct((T, H // 128), jnp.float32))
+
+
+def _targets(jax, f, args):
+    """The FFI targets that ``f`` lowers to under jax.jit (on the CPU), in order. A fresh function
+    each time: jax.jit keeps the trace of a function it has seen, and with it the mode it read."""
+    import re
+    with jax.default_device(jax.devices("cpu")[0]):
+        text = jax.jit(lambda *x: f(*x)).lower(*args).as_text()
+    return re.findall(r"custom_call @(fp8gemm_\w+)\(", text)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_jax_grouped_lowers_to_the_mode_target(switch, masked):
+    """True, or None under the process-wide mode: the layout's ``_batch_invariant`` target; False,
+    or None with the mode off: the plain one (as for matmul)."""
+    jax = _jax()
+    import fp8gemm.jax as fj
+    f = fj.grouped_matmul_masked if masked else fj.grouped_matmul_contiguous
+    plain, bi = fj.GROUPED_TARGETS[masked], fj.GROUPED_INVARIANT_TARGETS[masked]
+    assert plain != bi and fj.grouped_target(masked, True) == bi and fj.grouped_target(masked) == plain
+    args = _jax_grouped_operands(masked)
+    switch(False)
+    assert _targets(jax, lambda *x: f(*x, batch_invariant=True), args) == [bi]
+    assert _targets(jax, f, args) == [plain]
+    switch(True)
+    assert _targets(jax, f, args) == [bi]
+    assert _targets(jax, lambda *x: f(*x, batch_invariant=False), args) == [plain]
+    assert jax.eval_shape(lambda *x: f(*x, out_dtype="float32", batch_invariant=True), *args).shape == \
+        ((G, P // G, N) if masked else (P, N))
+
+
+def test_jax_moe_lowers_to_the_mode_target(switch):
+    """fp8gemm.jax.moe: its clamp's target with the mode's suffix (True, or None under the
+    switch), the plain one otherwise; both registered on first use."""
+    jax = _jax()
+    import fp8gemm.jax as fj
+    from fp8gemm import xla_ffi
+    *args, xs = _jax_moe_operands()
+    layer = lambda **kw: (lambda *x: fj.moe(*x[:7], x_scale=x[7], **kw))
+    plain, bi = fj.moe_target(10.0), fj.moe_target(10.0, True)
+    assert plain != bi and bi.endswith("_batch_invariant") and fj.moe_target(None, True) != bi
+    switch(False)
+    assert _targets(jax, layer(batch_invariant=True), (*args, xs)) == [bi]
+    assert _targets(jax, layer(), (*args, xs)) == [plain]
+    switch(True)
+    assert _targets(jax, layer(), (*args, xs)) == [bi]
+    assert _targets(jax, layer(batch_invariant=False, limit=None), (*args, xs)) == [fj.moe_target(None)]
+    for target in (plain, bi):
+        assert (target, "cuda") in xla_ffi._handlers
+
+
+def _ep_mesh(jax):
+    return jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("ep",))
+
+
+def test_jax_moe_ep_passes_the_mode_to_each_layer(switch):
+    """fp8gemm.jax.moe_ep: each device's layer lowers to the mode's MoE target (explicit, or the
+    process-wide mode when traced); a local_layer is called as before, without the mode."""
+    jax = _jax()
+    import fp8gemm.jax as fj
+    *args, xs = _jax_moe_operands()
+    mesh = _ep_mesh(jax)
+    ep = lambda **kw: (lambda *x: fj.moe_ep(*x[:7], mesh=mesh, axis="ep", x_scale=x[7], **kw))
+    switch(False)
+    assert _targets(jax, ep(batch_invariant=True), (*args, xs)) == [fj.moe_target(10.0, True)]
+    assert _targets(jax, ep(), (*args, xs)) == [fj.moe_target(10.0)]
+    switch(True)
+    assert _targets(jax, ep(), (*args, xs)) == [fj.moe_target(10.0, True)]
+    called = []
+
+    def stand_in(rows, ids, wts, w1, w1s, w2, w2s, *, x_scale, limit):
+        called.append(limit)
+        return jax.numpy.zeros((rows.shape[0], H), jax.numpy.bfloat16)
+    assert _targets(jax, ep(batch_invariant=True, local_layer=stand_in), (*args, xs)) == []
+    assert called == [10.0]
+
+
+# ---- fp8gemm.moe_ep (torch.distributed) ---------------------------------------------------------
+
+def test_moe_ep_passes_the_mode_to_the_rank_layer(monkeypatch):
+    """fp8gemm.moe_ep (one rank, its collectives stood in for) calls fp8gemm.moe with the
+    ``batch_invariant`` it was given (None: the layer reads the process-wide mode); a local_layer
+    is called as before, without it."""
+    torch = _torch()
+    import torch.distributed as dist
+    from fp8gemm import moe_layer
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
+    monkeypatch.setattr(dist, "all_to_all_single", lambda out, inp, group=None: out.copy_(inp))
+    seen = []
+    _record(monkeypatch, moe_layer, "moe", seen,
+            lambda args, kw: torch.zeros(args[0].shape[0], H, dtype=torch.bfloat16))
+    x, ids, wts, w1, w1s, w2, w2s = _moe_operands(torch, device="cpu")
+    xq, xs = torch.zeros(T, H, dtype=torch.uint8), torch.ones(T, H // 128)
+    for flag in (None, True, False):
+        out = fp8gemm.moe_ep(xq, ids, wts, w1, w1s, w2, w2s, x_scale=xs, batch_invariant=flag)
+        assert out.shape == (T, H) and out.dtype == torch.bfloat16
+    assert seen == [("moe", None), ("moe", True), ("moe", False)]
+    stand_in = lambda rows, *a, x_scale, limit: torch.zeros(rows.shape[0], H, dtype=torch.bfloat16)
+    fp8gemm.moe_ep(xq, ids, wts, w1, w1s, w2, w2s, x_scale=xs, batch_invariant=True, local_layer=stand_in)
+    assert len(seen) == 3
 
 
 # ---- fp8gemm-bench --batch-invariant ------------------------------------------------------------
