@@ -35,8 +35,8 @@ WG3_PARAMS = (GENERAL_PARAMS.split(", unsigned, float*")[0] + ", const int*, uns
               ", const __grid_constant__ fp8gemm::TmaDescriptor")
 # The general kernel's own: the family's, then the As and Bs tensor maps (kScaleTma).
 GENERAL_OWN_PARAMS = GENERAL_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor" * 2
-# The dense kernel's: the family's up to N, then the As tensor map.
-DENSE_PARAMS = SHORT_K_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor"
+# The dense kernel's: the family's up to N, the As tensor map, then the groups (kGrouped).
+DENSE_PARAMS = SHORT_K_PARAMS + ", const __grid_constant__ fp8gemm::TmaDescriptor, const int*, unsigned, unsigned, long long"
 PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_dense": DENSE_PARAMS,
           "sm90_fp8_gemm_swap_ab": GENERAL_PARAMS,
           "sm90_fp8_gemm_short_k": SHORT_K_PARAMS,
@@ -166,6 +166,14 @@ def _dense_instantiations():
     for c, n, k in ((Dense(256, 128, 3, 2, 1, 8), 4096, 4096), (Dense(64, 64, 8), 4096, 8192),
                     (Dense(256, 128, 3, 2, 1, 16), 8192, 4096)):
         seen.add((c.variant, c.template_args(n, k, "bfloat16", True)))
+    # the grouped mode as tests/test_grouped_gpu.py forces it (As K-major; fp32 out coarse)
+    for c in (Dense(128, 128, 5, 1, 1, 8), Dense(128, 128, 5, 1, 1, 8, 1), Dense(64, 64, 8, 1, 1, 8),
+              Dense(256, 128, 3, 2, 1, 8), Dense(128, 96, 6, 1, 1, 8), Dense(128, 128, 5, 2, 1, 8)):
+        for n, dt in ((300, "bfloat16"), (256, "float16"), (4096, "bfloat16")):
+            for store in {c.store_ok(dt) and n % 8 == 0 and c.grouped_smem_bytes(dt, 16, 1024) <= 232448, False}:
+                seen.add((c.variant, c.template_args(n, 1024, dt, store, True, True)))
+    for c in (Dense(128, 128, 4, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8)):
+        seen.add((c.variant, c.template_args(512, 2048, "float32", False, True, True)))
     # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
     for n in (512, 1536, 4096, 8192):
         for k in (1024, 4096):
