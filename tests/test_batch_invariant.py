@@ -271,3 +271,34 @@ def test_64_row_tiles_give_the_same_bits(dtype):
         want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
         got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c64)
         _same_rows(got, want, slice(None), f"64- against 128-row tiles, N={n} K={k} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=False, reason="evidence for the small-M cost, not the guarantee: whether swap-AB "
+                                        "(tokens on wgmma's N side, unsplit) gives a row the mode's bits")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_swap_ab_gives_the_same_bits(dtype):
+    """If it does, the mode could take swap-AB tiles at decode sizes (its own K order is the same:
+    blocks in order, one promotion per block or per wgmma)."""
+    for n, k in ((4096, 4096), (1536, 1024), (512, 7168)):
+        c = invariant_candidate(n, k, dtype)
+        case = random_case(40, n, k, seed=65)
+        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
+        for block_n in (8, 16, 64):
+            s = SwapAB(block_n, 4, 1, 1)
+            got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=s)
+            _same_rows(got, want, slice(None), f"swap-AB {block_n} against the mode's tile, N={n} K={k} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=False, reason="evidence for the small-M cost, not the guarantee: whether the gemv "
+                                        "kernel (mma.sync, warp-turn sums) gives a row the mode's bits")
+@pytest.mark.parametrize("dtype", ("bfloat16", "float32"))
+def test_gemv_gives_the_same_bits(dtype):
+    from fp8gemm.dispatch import Gemv
+    for n, k in ((4096, 4096), (512, 7168)):
+        c = invariant_candidate(n, k, dtype)
+        case = random_case(8, n, k, seed=66)
+        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
+        got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=Gemv(8, 4, 2))
+        _same_rows(got, want, slice(None), f"gemv against the mode's tile, N={n} K={k} {dtype}")
