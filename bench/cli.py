@@ -5,6 +5,7 @@
     fp8gemm-bench --m 1,64 --n 4096 --k 4096 --variant sm90_fp8_gemm_general
     fp8gemm-bench --csv bench/results/h200.csv --plot bench/results/h200.png
     fp8gemm-bench --quick --batch-invariant   # the batch-invariant mode beside the default, and its cost
+    fp8gemm-bench --moe --batch-invariant     # the same for the MoE layer
     fp8gemm-bench --moe --csv bench/results/h200_moe.csv   # the MoE layer (moe.py), V4-Flash and -Pro
 
 Timing: L2 flushed by a read kernel before every call, device time from CUPTI (torch.profiler),
@@ -77,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-invariant", action="store_true",
                    help="also time fp8gemm.matmul(batch_invariant=True) beside the default mode (same run, same "
                         "timer; column 'invariant') and summarize its cost: its time / the default's and / "
-                        "DeepGEMM's, per M band")
+                        "DeepGEMM's, per M band; with --moe, fp8gemm.moe(batch_invariant=True) beside the "
+                        "default layer, its time / the default layer's and / the unfused chain's, per token range")
     p.add_argument("--peers", type=_peer_list, default=list(PEERS),
                    help=f"comma-separated peers to include (default: {','.join(PEERS)}; 'none' for none)")
     p.add_argument("--iters", type=int, default=20, help="timed calls per kernel (median; >= 5)")
@@ -451,9 +453,6 @@ def main(argv=None) -> int:
         raise SystemExit("fp8gemm-bench: --timer graph is wired for the GEMM trace only; --moe times by CUPTI")
     if args.warm_workers is not None and args.warm_workers < 0:
         raise SystemExit("fp8gemm-bench: --warm-workers must be 0 (no warm-up) or more")
-    if args.batch_invariant and args.moe:
-        raise SystemExit("fp8gemm-bench: --batch-invariant times fp8gemm.matmul; the MoE layer has no "
-                         "batch-invariant mode yet (drop --moe or --batch-invariant)")
     if args.plot and args.moe:
         raise SystemExit("fp8gemm-bench: --plot draws the GEMM trace's speedups; --moe writes no plot (drop --plot)")
     if args.plot:
@@ -570,7 +569,7 @@ def run_moe(args, argv) -> int:
     rows = []
     for name in args.moe_models:
         rows += moe.run_model(name, moe.MODELS[name], args.moe_tokens, args.moe_routings, flush, bw, peak,
-                              args.iters, args.seed, progress, dg_note, crashed)
+                              args.iters, args.seed, progress, dg_note, crashed, batch_invariant=args.batch_invariant)
         cupy.get_default_memory_pool().free_all_blocks()      # the model's weights
     bar.update(total, "done")
     print(moe.format_table(rows))
@@ -588,7 +587,8 @@ def run_moe(args, argv) -> int:
         meta = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "command": " ".join(["fp8gemm-bench"] + list(argv if argv is not None else sys.argv[1:])),
                 "timing": {"method": CUPTI_METHOD, "iters": args.iters, "statistic": "median"},
-                "ceilings": ceilings, "summary": summary, **provenance(), "environment": environment()}
+                "ceilings": ceilings, "batch_invariant": args.batch_invariant, "summary": summary, **provenance(),
+                "environment": environment()}
         if warm_report:
             meta["peer_warm"] = warm_report
         import json

@@ -13,6 +13,11 @@ so one expert takes most tokens and many get none), it times in the same run:
   ``fused_gain`` = chain / fused (the default layer must be reproducible bit for bit and equal
   one of the two; fused and unfused agree bit for bit unless the chain's L1 splits K, and within
   the layer bound of each other where it does: ``notes`` counts the outputs that differ);
+* ``invariant_us`` (with --batch-invariant): `fp8gemm.moe(..., batch_invariant=True)`, the mode in
+  which a token's output row is bitwise the same whatever the other tokens (the unfused chain, both
+  grouped GEMMs on the batch-invariant tile), checked like the default layer (against the float64
+  layer at one token, bit for bit run to run, within the layer bound of the chain); the summary
+  gives its cost: its time / the default layer's and / the chain's, per token range;
 * ``gemms_us``: the two grouped GEMMs of the chain alone on the same routed row counts (L1 in FP32
   promoted per 128-K block, as the chain runs it), so ``glue_us`` = chain - GEMMs is what the glue
   and the FP32 intermediate cost;
@@ -46,6 +51,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+from . import report
+
 MODELS = {"flash": (256, 4096, 2048), "pro": (384, 7168, 3072)}     # experts, hidden, intermediate
 TOKENS = (1, 8, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 ROUTINGS = ("uniform", "skewed")
@@ -65,6 +72,7 @@ class MoeRow:
     active_experts: int
     max_expert_rows: int
     layer_us: float = float("nan")
+    invariant_us: float | None = None      # fp8gemm.moe(batch_invariant=True), with --batch-invariant
     chain_us: float = float("nan")
     fused_us: float = float("nan")
     fused_gain: float = float("nan")
@@ -181,17 +189,25 @@ def check_layer(x, xs, ids, w, w1, s1, w2, s2, got) -> float:
     return reference.rel_fro_error(cupy.asnumpy(as_float64(got)), want)
 
 
+def _bf16_bits(a):
+    return a.view("uint16")
+
+
+def _rel_gap(a, b) -> float:
+    """Relative Frobenius distance of bf16 ``a`` from bf16 ``b`` (CuPy or NumPy), in float64."""
+    def value(x):
+        return (_bf16_bits(x).astype("uint32") << 16).view("float32").astype("float64")
+    va, vb = value(a), value(b)
+    return float(((va - vb) ** 2).sum()) ** 0.5 / max(float((vb * vb).sum()) ** 0.5, 1e-300)
+
+
 def compare_layers(out, again, fused, chain) -> list:
     """Notes on the default layer's output (twice), the fused and the unfused layer's (bf16, CuPy
     or NumPy): the default must repeat bit for bit and equal one of the two paths (it runs one of
     them); the fused L1 and the chain's L1 compute the same FP32 values unless the chain's L1
     splits K (its partial sums then add in another order), so the two may differ in a few last
     bits there, never by more than the layer bound."""
-    def bits(a):
-        return a.view("uint16")
-
-    def value(a):
-        return (bits(a).astype("uint32") << 16).view("float32").astype("float64")
+    bits = _bf16_bits
     notes = []
     if not bool((bits(out) == bits(again)).all()):
         notes.append("the default layer is not reproducible run to run (WRONG)")
@@ -199,10 +215,22 @@ def compare_layers(out, again, fused, chain) -> list:
         notes.append("the default layer equals neither the fused nor the unfused layer (WRONG)")
     differ = int((bits(fused) != bits(chain)).sum())
     if differ:
-        f, c = value(fused), value(chain)
-        gap = float(((f - c) ** 2).sum()) ** 0.5 / max(float((c * c).sum()) ** 0.5, 1e-300)
+        gap = _rel_gap(fused, chain)
         verdict = " (WRONG)" if not gap <= LAYER_TOL else " (FP32 sums in another order where the chain splits K)"
         notes.append(f"fused and unfused differ in {differ} of {fused.size} outputs, relative {gap:.1e}{verdict}")
+    return notes
+
+
+def compare_invariant(inv, again, chain) -> list:
+    """Notes on the batch-invariant layer's output (twice; bf16, CuPy or NumPy): it must repeat bit
+    for bit and stay within the layer bound of the default mode's unfused chain (the same chain on
+    another tile, so its last bits may differ)."""
+    notes = []
+    if not bool((_bf16_bits(inv) == _bf16_bits(again)).all()):
+        notes.append("the batch-invariant layer is not reproducible run to run (WRONG)")
+    gap = _rel_gap(inv, chain)
+    if not gap <= LAYER_TOL:
+        notes.append(f"the batch-invariant layer is {gap:.1e} (relative) from the unfused chain (WRONG)")
     return notes
 
 
@@ -342,9 +370,10 @@ def _grouped_peer_calls(a, sa, a_m, sa_m, w, s, counts, offsets, counts_d, pairs
 
 
 def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progress=None, deepgemm=None,
-              crashed=None):
+              crashed=None, batch_invariant=False):
     """The rows of one model. ``deepgemm``: None to time DeepGEMM's grouped GEMMs, else why not
-    (noted in every row); ``crashed``: warm-up job keys (bench/warm.py) not to run here."""
+    (noted in every row); ``crashed``: warm-up job keys (bench/warm.py) not to run here;
+    ``batch_invariant``: also time the layer in the batch-invariant mode (``invariant_us``)."""
     import cupy
     import numpy as np
 
@@ -402,6 +431,9 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         def chain():
             return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=False)
 
+        def invariant():
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, batch_invariant=True)
+
         def gemms():
             fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False)
             return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
@@ -415,8 +447,12 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
                                                                        expected_rows=pairs)
         notes_masked = [] if masked else \
             [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
-        out = layer()
-        layer_notes = compare_layers(out, layer(), fused(), chain())
+        out, chain_out = layer(), chain()
+        layer_notes = compare_layers(out, layer(), fused(), chain_out)
+        inv_out = None
+        if batch_invariant:
+            inv_out = invariant()
+            layer_notes += compare_invariant(inv_out, invariant(), chain_out)
         gemms()
         for fn in gemm.values():
             fn()
@@ -426,6 +462,10 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             row.rel_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, out)
             if not row.rel_err <= LAYER_TOL:
                 notes.append(f"layer WRONG ({row.rel_err:.1e})")
+            if inv_out is not None:
+                inv_err = check_layer(x, xs, ids, wts, w1, s1, w2, s2, inv_out)
+                if not inv_err <= LAYER_TOL:
+                    notes.append(f"batch-invariant layer WRONG ({inv_err:.1e})")
         layers = {"l1": (a1, sa1, w1, s1, y1, y1_m), "l2": (a2, sa2, w2, s2, y2, y2_m)}
         errs = []
         for lname, (a, sa, w, s, y, y_m) in layers.items():
@@ -437,6 +477,8 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         if not row.grouped_err <= GROUPED_TOL:
             notes.append(f"grouped GEMM WRONG ({row.grouped_err:.1e})")
         fns = {"layer": layer, "chain": chain, "fused": fused, "gemms": gemms, **gemm}
+        if batch_invariant:
+            fns["invariant"] = invariant
         if deepgemm is None:
             for lname, (a, sa, w, s, _, _), (a_m, sa_m) in zip(layers, layers.values(),
                                                               ((a1_m, sa1_m), (a2_m, sa2_m))):
@@ -466,6 +508,7 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
             fns = {k: v for k, v in fns.items() if not k.startswith("dg_")}
             us = time_calls(fns, flush, iters)
         row.layer_us, row.chain_us, row.fused_us, row.gemms_us = us["layer"], us["chain"], us["fused"], us["gemms"]
+        row.invariant_us = us.get("invariant")
         row.l1_us, row.l2_us = us["l1"], us["l2"]
         row.l1_masked_us, row.l2_masked_us = us.get("l1_masked"), us.get("l2_masked")
         for key in ("dg_l1", "dg_l2", "dg_l1_masked", "dg_l2_masked"):
@@ -518,7 +561,10 @@ def dg_speedup(row: MoeRow, ours: str, theirs: str):
 
 
 def format_table(rows) -> str:
-    head = (f"{'model':6} {'routing':8} {'T':>5} {'pairs':>6} {'experts':>7} {'layer_us':>9} {'chain_us':>9} "
+    """One line per row; the batch-invariant layer's column where a row has it."""
+    inv = any(r.invariant_us is not None for r in rows)
+    head = (f"{'model':6} {'routing':8} {'T':>5} {'pairs':>6} {'experts':>7} {'layer_us':>9} "
+            + (f"{'invariant':>9} " if inv else "") + f"{'chain_us':>9} "
             f"{'fused_us':>9} "
             f"{'fused_x':>7} {'gemms_us':>9} {'glue_us':>8} {'bound_us':>9} {'max_gain':>8} {'l1_frac':>7} "
             f"{'l2_frac':>7} {'dg/l1':>6} {'dg/l2':>6} {'dg/l1m':>6} {'dg/l2m':>6} {'rel_err':>8}")
@@ -528,10 +574,15 @@ def format_table(rows) -> str:
         dg = " ".join(f"{v:6.2f}" if v is not None else " " * 6
                       for v in (dg_speedup(r, o, t) for o, t in DG_PAIRS))
         lines.append(f"{r.model:6} {r.routing:8} {r.tokens:5d} {r.pairs:6d} {r.active_experts:7d} "
-                     f"{r.layer_us:9.1f} {_chain_us(r):9.1f} {r.fused_us:9.1f} {r.fused_gain:7.2f} "
+                     f"{r.layer_us:9.1f} " + (f"{_num(r.invariant_us):>9} " if inv else "")
+                     + f"{_chain_us(r):9.1f} {r.fused_us:9.1f} {r.fused_gain:7.2f} "
                      f"{r.gemms_us:9.1f} {r.glue_us:8.1f} {r.bound_us:9.1f} "
                      f"{r.max_gain:8.2f} {r.l1_frac:7.2f} {r.l2_frac:7.2f} {dg} {err}")
     return "\n".join(lines)
+
+
+def _num(v) -> str:
+    return "" if v is None else f"{v:.1f}"
 
 
 def _chain_us(r) -> float:
@@ -556,10 +607,32 @@ def summarize(rows) -> dict:
                       "gemm_fracs": [f for r in part for f in (r.l1_frac, r.l2_frac) if f == f],
                       "vs_deepgemm": {f"{o}": gm([dg_speedup(r, o, t) for r in part]) for o, t in DG_PAIRS},
                       "deepgemm_pairs": sum(dg_speedup(r, o, t) is not None for r in part for o, t in DG_PAIRS),
-                      "slower_than_deepgemm": [f"{r.model} {r.routing} T={r.tokens} {o}" for r in part
-                                               for o, t in DG_PAIRS
+                      "slower_than_deepgemm": [f"{_row_name(r)} {o}" for r in part for o, t in DG_PAIRS
                                                if (dg_speedup(r, o, t) or 2.0) < 1.0]}
-    out["wrong"] = [f"{r.model} {r.routing} T={r.tokens}" for r in rows if "WRONG" in r.notes]
+    out["wrong"] = [_row_name(r) for r in rows if "WRONG" in r.notes]
+    invariant = summarize_invariant(rows)
+    if invariant:
+        out["batch_invariant"] = invariant
+    return out
+
+
+def _row_name(r) -> str:
+    return f"{r.model} {r.routing} T={r.tokens}"
+
+
+TOKEN_RANGES = (("tokens<=64", lambda r: r.tokens <= 64), ("tokens>=1024", lambda r: r.tokens >= 1024))
+
+
+def summarize_invariant(rows) -> dict:
+    """The batch-invariant layer's cost (``--batch-invariant``), as the GEMM trace's
+    (report.summarize_invariant): its time over the default layer's and over the unfused chain's
+    (the mode runs the chain; this ratio is the batch-invariant tile's cost), same run, same timer,
+    overall and per TOKEN_RANGES; > 1: the mode is slower."""
+    out = {}
+    for against, col in (("default", "layer_us"), ("chain", "chain_us")):
+        ratios = report.time_ratios(rows, "invariant_us", col, TOKEN_RANGES, _row_name, "per_token_range")
+        if ratios:
+            out[f"vs_{against}"] = ratios
     return out
 
 
@@ -589,6 +662,7 @@ def format_summary(summary: dict) -> str:
             lines.append(f"  vs DeepGEMM, {label:13} (its time / ours, geomean): "
                          + ", ".join(f"{k} {v:.2f}x" for k, v in vs.items())
                          + f"; slower on {len(s['slower_than_deepgemm'])} of {s['deepgemm_pairs']} GEMMs")
+    lines += report.format_invariant(summary.get("batch_invariant"), "layer", "rows", "per_token_range")
     lines.append(f"  wrong outputs: {', '.join(summary['wrong']) or 'none'}")
     return "\n".join(lines)
 

@@ -154,17 +154,29 @@ def summarize(rows) -> dict:
     return out
 
 
-def _time_ratios(rows, num: str, den: str) -> dict | None:
-    """Geomean of ``num`` time / ``den`` time over the rows that have both, overall and per M
-    band, and the shape where the ratio is largest; None where no row has both."""
-    pairs = [(r, getattr(r, num) / getattr(r, den)) for r in rows if getattr(r, num) and getattr(r, den)]
+def _shape_name(row: Row) -> str:
+    return f"{row.M}x{row.N}x{row.K}"
+
+
+M_BAND_TESTS = tuple((label, lambda r, lo=lo, hi=hi: lo <= r.M <= hi) for label, lo, hi in M_BANDS)
+
+
+def time_ratios(rows, num: str, den: str, bands=M_BAND_TESTS, name=_shape_name, band_key: str = "per_m_band"):
+    """Geomean of ``num`` time / ``den`` time over the rows that have both (positive, not NaN),
+    overall and per band (``bands``: (label, test of a row)), and the row where the ratio is
+    largest (``name``: its label); None where no row has both. Also bench/moe.py's (token ranges)."""
+    def timed(v):
+        return v is not None and v == v and v > 0
+
+    pairs = [(r, getattr(r, num) / getattr(r, den)) for r in rows
+             if timed(getattr(r, num)) and timed(getattr(r, den))]
     if not pairs:
         return None
-    bands = {label: geomean([q for r, q in pairs if lo <= r.M <= hi]) for label, lo, hi in M_BANDS}
+    per_band = {label: geomean([q for r, q in pairs if test(r)]) for label, test in bands}
     worst_row, worst = max(pairs, key=lambda p: p[1])
     return {"shapes": len(pairs), "geomean": geomean([q for _, q in pairs]),
-            "per_m_band": {k: v for k, v in bands.items() if v is not None},
-            "max": worst, "max_on": f"{worst_row.M}x{worst_row.N}x{worst_row.K}"}
+            band_key: {k: v for k, v in per_band.items() if v is not None},
+            "max": worst, "max_on": name(worst_row)}
 
 
 def summarize_invariant(rows) -> dict:
@@ -172,7 +184,7 @@ def summarize_invariant(rows) -> dict:
     (same run, same timer) and over DeepGEMM's where that peer was timed; > 1: the mode is slower."""
     out = {}
     for against, col in (("default", "ours_us"), ("deepgemm", "deepgemm_us")):
-        ratios = _time_ratios(rows, "invariant_us", col)
+        ratios = time_ratios(rows, "invariant_us", col)
         if ratios:
             out[f"vs_{against}"] = ratios
     return out
@@ -210,14 +222,21 @@ def format_summary(summary: dict) -> str:
         slow = s["slower_on"]
         lines.append(f"      slower on {len(slow)} shape(s)" + (": " + ", ".join(slow[:12]) +
                                                                 (" ..." if len(slow) > 12 else "") if slow else ""))
-    invariant = summary.get("batch_invariant")
-    if invariant:
-        lines.append("  batch-invariant mode (time ratio = its time / the other's; > 1 means the mode is slower)")
-        for against, s in invariant.items():
-            bands = ", ".join(f"{k}: {v:.3f}" for k, v in s["per_m_band"].items())
-            lines.append(f"    {against.replace('_', ' '):<12} geomean {s['geomean']:.3f} over {s['shapes']} shapes "
-                         f"({bands}); most {s['max']:.3f} at {s['max_on']}")
+    lines += format_invariant(summary.get("batch_invariant"))
     return "\n".join(lines)
+
+
+def format_invariant(invariant, what: str = "mode", noun: str = "shapes", band_key: str = "per_m_band") -> list:
+    """The summary's lines on the batch-invariant mode's cost (summarize_invariant; bench/moe.py's
+    for the layer), none without it."""
+    if not invariant:
+        return []
+    lines = [f"  batch-invariant {what} (time ratio = its time / the other's; > 1 means the mode is slower)"]
+    for against, s in invariant.items():
+        bands = ", ".join(f"{k}: {v:.3f}" for k, v in s[band_key].items())
+        lines.append(f"    {against.replace('_', ' '):<12} geomean {s['geomean']:.3f} over {s['shapes']} {noun} "
+                     f"({bands}); most {s['max']:.3f} at {s['max_on']}")
+    return lines
 
 
 def _num(v, digits=1):

@@ -4,8 +4,8 @@ the MoE layer): the torch operators, the JAX functions, fp8gemm.moe_ep and ``fp8
 the wrappers resolve None to the process-wide mode before the operator (a compiled graph holds it
 as a constant), the JAX functions lower to the mode's own targets and the handlers' plan keys
 differ by mode, the handlers hand the mode to the planner / the eager layer, both moe_ep forms hand
-it to each rank's layer, the bench flag parses and its summary computes what it prints on fake
-rows. GPU (gpu-marked): rows bitwise the same at M = 1 and inside M = 300 through the torch
+it to each rank's layer, the bench flag parses and reaches the GEMM and the MoE runs, and their
+summaries compute what they print on fake rows. GPU (gpu-marked): rows bitwise the same at M = 1 and inside M = 300 through the torch
 operator and the jitted JAX function."""
 import sys
 import types
@@ -535,11 +535,115 @@ def test_moe_ep_passes_the_mode_to_the_rank_layer(monkeypatch):
 
 # ---- fp8gemm-bench --batch-invariant ------------------------------------------------------------
 
-def test_bench_flag_parses_and_refuses_moe():
+def test_bench_flag_parses_and_reaches_the_moe_run(monkeypatch):
     assert cli.build_parser().parse_args(["--batch-invariant"]).batch_invariant is True
     assert cli.build_parser().parse_args([]).batch_invariant is False
-    with pytest.raises(SystemExit, match="MoE layer has no batch-invariant mode"):
-        cli.main(["--moe", "--batch-invariant"])
+    seen = []
+    monkeypatch.setattr(cli, "require_gpu", lambda tool: None)
+    monkeypatch.setattr(cli, "run_moe", lambda args, argv: seen.append((args.moe, args.batch_invariant)) or 0)
+    assert cli.main(["--moe", "--batch-invariant"]) == 0 and cli.main(["--moe"]) == 0
+    assert seen == [(True, True), (True, False)]
+    assert "fp8gemm.moe(batch_invariant=True)" in " ".join(cli.build_parser().format_help().split())
+
+
+# Fake MoE rows: (tokens, default layer us, unfused chain us, batch-invariant us).
+MOE_TIMING = ((1, 10.0, 10.0, 12.0), (16, 20.0, 20.0, 30.0), (128, 40.0, 50.0, 44.0), (1024, 400.0, 500.0, 440.0),
+              (8192, 1000.0, 1000.0, 1000.0), (4096, 900.0, 900.0, None))
+
+
+def _moe_rows(invariant=True, model="flash"):
+    from fp8gemm.bench import moe
+    return [moe.MoeRow(model, "uniform", t, 6 * t, 6, 6, layer_us=lay, chain_us=ch, fused_us=lay, fused_gain=1.0,
+                       gemms_us=lay / 2, glue_us=ch - lay / 2, bound_us=lay / 2, max_gain=2.0,
+                       invariant_us=inv if invariant else None)
+            for t, lay, ch, inv in MOE_TIMING]
+
+
+def test_bench_moe_summary_of_the_mode():
+    """Geomean of the batch-invariant layer's time / the default layer's and / the chain's, overall
+    and per token range (<= 64, >= 1024), the most costly row; a row without the mode's time is
+    left out; printed as the GEMM trace's summary prints it."""
+    from fp8gemm.bench import moe
+    s = moe.summarize(_moe_rows())["batch_invariant"]
+    d = s["vs_default"]
+    assert d["shapes"] == 5
+    assert d["geomean"] == pytest.approx((1.2 * 1.5 * 1.1 * 1.1 * 1.0) ** (1 / 5))
+    assert d["per_token_range"] == pytest.approx({"tokens<=64": (1.2 * 1.5) ** 0.5, "tokens>=1024": 1.1 ** 0.5})
+    assert d["max"] == pytest.approx(1.5) and d["max_on"] == "flash uniform T=16"
+    c = s["vs_chain"]
+    assert c["geomean"] == pytest.approx((1.2 * 1.5 * 0.88 * 0.88 * 1.0) ** (1 / 5))
+    assert c["per_token_range"]["tokens>=1024"] == pytest.approx((0.88 * 1.0) ** 0.5)
+    text = moe.format_summary(moe.summarize(_moe_rows()))
+    assert "batch-invariant layer (time ratio = its time / the other's; > 1 means the mode is slower)" in text
+    assert (f"vs default   geomean {d['geomean']:.3f} over 5 rows (tokens<=64: {(1.2 * 1.5) ** 0.5:.3f}, "
+            f"tokens>=1024: {1.1 ** 0.5:.3f}); most 1.500 at flash uniform T=16") in text
+    assert "vs chain" in text
+    plain = moe.summarize(_moe_rows(invariant=False))
+    assert "batch_invariant" not in plain and "batch-invariant" not in moe.format_summary(plain)
+
+
+def test_bench_moe_table_and_csv_carry_the_column(tmp_path):
+    from fp8gemm.bench import moe
+    rows = _moe_rows()
+    table = moe.format_table(rows).splitlines()
+    head = table[0].split()
+    assert head[head.index("layer_us") + 1] == "invariant" and len(table) == 1 + len(rows)
+    assert table[3].split()[6] == "44.0"                                   # T=128: after layer_us 40.0
+    assert table[6].split()[6] == "900.0"                                  # T=4096, not timed: blank
+    assert "invariant" not in moe.format_table(_moe_rows(invariant=False))
+    moe.write_csv(rows, tmp_path / "m.csv")
+    assert "invariant_us" in (tmp_path / "m.csv").read_text().splitlines()[0].split(",")
+    assert [r.invariant_us for r in moe.read_csv(tmp_path / "m.csv")] == [r.invariant_us for r in rows]
+
+
+def test_bench_moe_compares_the_mode_with_the_chain():
+    """The batch-invariant layer must repeat bit for bit and stay within the layer bound of the
+    unfused chain; last-bit differences from the chain give no note."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from fp8gemm.bench import moe
+    a = np.random.default_rng(0).standard_normal((8, 64)).astype(ml_dtypes.bfloat16)
+    one_ulp = a.copy()
+    one_ulp.view(np.uint16)[0, :3] += 1
+    far = (a.astype(np.float32) * 1.5).astype(ml_dtypes.bfloat16)
+    assert moe.compare_invariant(a, a.copy(), a) == [] and moe.compare_invariant(one_ulp, one_ulp, a) == []
+    assert ["not reproducible" in n for n in moe.compare_invariant(a, one_ulp, a)] == [True]
+    assert ["WRONG" in n and "from the unfused chain" in n for n in moe.compare_invariant(far, far, a)] == [True]
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_bench_moe_run_times_the_mode_when_asked(monkeypatch, tmp_path, capsys, flag):
+    """--moe --batch-invariant reaches run_model, and its table, summary, CSV and JSON carry the
+    mode (GPU parts stood in for)."""
+    cupy = pytest.importorskip("cupy")
+    from fp8gemm.bench import moe, timing
+    calls = []
+
+    def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progress=None, deepgemm=None,
+                  crashed=None, batch_invariant=False):
+        calls.append((name, batch_invariant))
+        return _moe_rows(batch_invariant, name)
+
+    monkeypatch.setattr(moe, "run_model", run_model)
+    monkeypatch.setattr(cli, "require_gpu", lambda tool: None)
+    monkeypatch.setattr(cli, "measure_ceilings",
+                        lambda flush, iters: {"copy_bandwidth_bytes_per_s": 3e12, "fp8_dense_peak_flops": 1e15})
+    monkeypatch.setattr(cli, "environment", lambda: {"gpu": "stand-in"})
+    monkeypatch.setattr(cli, "provenance", lambda: {})
+    monkeypatch.setattr(timing, "L2Flush", lambda: None)
+    monkeypatch.setattr(cupy, "get_default_memory_pool", lambda: types.SimpleNamespace(free_all_blocks=lambda: None))
+    path = tmp_path / "moe.csv"
+    argv = ["--moe", "--peers", "none", "--moe-models", "pro", "--csv", str(path)] + (["--batch-invariant"] * flag)
+    assert cli.main(argv) == 0
+    assert calls == [("pro", flag)]
+    out = capsys.readouterr().out
+    assert ("invariant" in out.splitlines()[0]) is flag and ("batch-invariant layer" in out) is flag
+    assert ("invariant_us" in path.read_text().splitlines()[0]) and \
+        (moe.read_csv(path)[0].invariant_us == (12.0 if flag else None))
+    import json
+    doc = json.loads(path.with_suffix(".json").read_text())
+    assert doc["batch_invariant"] is flag and ("batch_invariant" in doc["summary"]) is flag
+    if flag:
+        assert doc["summary"]["batch_invariant"]["vs_default"]["max_on"] == "pro uniform T=16"
 
 
 def _rows(deepgemm=True):
