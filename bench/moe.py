@@ -423,28 +423,31 @@ def run_model(name, e_h_i, tokens, routings, flush, bw, peak, iters, seed, progr
         y1, y2 = cupy.ndarray((pairs, 2 * inter), bf16), cupy.ndarray((pairs, hidden), bf16)
 
         def layer():
-            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs)
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, batch_invariant=False)
 
         def fused():
-            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=True)
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=True, batch_invariant=False)
 
         def chain():
-            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=False)
+            return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, fused=False, batch_invariant=False)
 
         def invariant():
             return fp8gemm.moe(x, ids_d, w_d, w1, s1, w2, s2, x_scale=xs, batch_invariant=True)
 
         def gemms():
-            fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False)
-            return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16")
+            fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=h, precise_fp32=False,
+                                              batch_invariant=False)
+            return fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out_dtype="bfloat16",
+                                                     batch_invariant=False)
 
-        gemm = {"l1": lambda: fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=y1),
-                "l2": lambda: fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y2)}
+        # the default mode explicitly (the process-wide switch would put these in the other mode)
+        gemm = {"l1": lambda: fp8gemm.grouped_matmul_contiguous(a1, w1, sa1, s1, offsets, out=y1, batch_invariant=False),
+                "l2": lambda: fp8gemm.grouped_matmul_contiguous(a2, w2, sa2, s2, offsets, out=y2, batch_invariant=False)}
         if masked:
             gemm["l1_masked"] = lambda: fp8gemm.grouped_matmul_masked(a1_m, w1, sa1_m, s1, counts_d, out=y1_m,
-                                                                       expected_rows=pairs)
+                                                                       expected_rows=pairs, batch_invariant=False)
             gemm["l2_masked"] = lambda: fp8gemm.grouped_matmul_masked(a2_m, w2, sa2_m, s2, counts_d, out=y2_m,
-                                                                       expected_rows=pairs)
+                                                                       expected_rows=pairs, batch_invariant=False)
         notes_masked = [] if masked else \
             [f"masked layout not timed: {experts} x {masked_rows(counts)} rows for {pairs} pairs"]
         out, chain_out = layer(), chain()
