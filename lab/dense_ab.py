@@ -7,6 +7,7 @@ may differ in the last place: relative Frobenius distance <= 1e-2 asserted).
 Prints one row per (shape, config): microseconds, dense / DeepGEMM, TFLOP/s; writes JSON.
 Usage: python lab/dense_ab.py OUT.json [ITERS]"""
 import json
+import os
 import sys
 
 import cupy
@@ -28,6 +29,11 @@ CASES = [
     ((256, 1536, 4096), [(64, 64, 8, 1, 1, 8)]),
     ((2048, 2112, 7168), [(128, 144, 4, 1, 1, 8)]),
 ]
+
+
+# DENSE_AB_CASES="0,2": only those CASES (each new configuration costs an NVRTC compile per layout)
+if os.environ.get("DENSE_AB_CASES"):
+    CASES = [CASES[int(i)] for i in os.environ["DENSE_AB_CASES"].split(",")]
 
 
 def m_major(sa):

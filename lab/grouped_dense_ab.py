@@ -7,6 +7,7 @@ it is timed. Prints microseconds, x DeepGEMM, TFLOP/s; writes JSON.
 Needs FP8GEMM_DENSE_K_MAJOR=1 (the grouped dense mode reads As K-major).
 Usage: python lab/grouped_dense_ab.py OUT.json [ITERS] [TOKENS,...]"""
 import json
+import os
 import sys
 
 import numpy as np
@@ -22,6 +23,11 @@ LAYERS = [("flash_L1", 4096, 4096, 256), ("flash_L2", 4096, 2048, 256), ("pro_L1
 TOP_K = 6
 CONFIGS = [Dense(128, 128, 5, 1, 1, 8), Dense(128, 128, 5, 1, 1, 8, 1), Dense(256, 128, 3, 2, 1, 8),
            Dense(128, 128, 5, 2, 1, 8), Dense(256, 128, 3, 1, 1, 8)]
+# GAB_CONFIGS="0,2" / GAB_LAYERS="0,1": subsets (each configuration and shape costs an NVRTC compile)
+if os.environ.get("GAB_CONFIGS"):
+    CONFIGS = [CONFIGS[int(i)] for i in os.environ["GAB_CONFIGS"].split(",")]
+if os.environ.get("GAB_LAYERS"):
+    LAYERS = [LAYERS[int(i)] for i in os.environ["GAB_LAYERS"].split(",")]
 
 
 def main(out_path, iters=10, tokens=(1024, 4096, 8192)):
