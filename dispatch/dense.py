@@ -22,11 +22,11 @@ from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 BLOCK_MS = (64, 128, 256)
 PRODUCER_THREADS = 128
 BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
-# NOTES (bench/NOTES.md session 37): the K-major window compiled clean but its first GPU run (H100)
-# raised cudaErrorIllegalInstruction in every K-major instantiation (reported at the producer's
-# barrier wait: an asynchronous TMA fault); not yet understood. Until it is, it runs only with
-# FP8GEMM_DENSE_K_MAJOR=1 (forced configs; the tuner offers the dense kernel only then).
-K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "") == "1"
+# NOTES (bench/NOTES.md sessions 37-38): the K-major window's first GPU run faulted in every
+# instantiation (a TMA box whose inner coordinate was not a multiple of 16 bytes); fixed, it passed
+# the H100 suite and the four sanitizers. FP8GEMM_DENSE_K_MAJOR=0 turns it off (forced K-major
+# configs and the grouped dense mode refuse, the tuner offers no dense configuration).
+K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "1") != "0"
 SFA_WINDOW = 4                  # K blocks of As per stage when As is K-major (16 bytes: TMA's least box)
 
 
@@ -155,7 +155,7 @@ class Dense(Candidate):
             raise ValueError("config Dense reads a_scale by TMA: it must be K-major with unit K stride, a "
                              "16-byte aligned base and row stride (K / 128 a multiple of 4 when packed), or "
                              "M-major (strides (1, >= M) in elements, 16-byte aligned base and column stride), "
-                             "(the K-major form only with FP8GEMM_DENSE_K_MAJOR=1: under repair) "
+                             "(the K-major form is off: FP8GEMM_DENSE_K_MAJOR=0) "
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
         store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
                                                            out_aligned)
@@ -184,7 +184,7 @@ class Dense(Candidate):
         if self.cluster == 2 and not self.multicast_a:
             return "a grouped pair shares A (multicast_a=1): its two tiles may hold different groups' B"
         if not K_MAJOR_SWITCH:
-            return "the grouped dense mode reads As K-major, which runs only with FP8GEMM_DENSE_K_MAJOR=1 (under repair)"
+            return "the grouped dense mode reads As K-major, which FP8GEMM_DENSE_K_MAJOR=0 turns off"
         return ""
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:

@@ -136,7 +136,7 @@ def test_grouped_config_rules(monkeypatch):
     and its shared memory counts the tile prefix."""
     from fp8gemm.dispatch import grouped
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", False)
-    with pytest.raises(ValueError, match="FP8GEMM_DENSE_K_MAJOR=1"):
+    with pytest.raises(ValueError, match="FP8GEMM_DENSE_K_MAJOR=0"):
         grouped.check_grouped_config(Dense(128, 128, 5, 1, 1, 8))
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     with pytest.raises(ValueError, match="shares A"):

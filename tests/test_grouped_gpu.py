@@ -358,9 +358,8 @@ def test_forced_tile_refused():
         fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, out_dtype="float32", config=Wg3(128, 3, 8))
 
 
-DENSE_K_MAJOR = pytest.mark.skipif(not dense.K_MAJOR_SWITCH,
-                                   reason="the dense grouped mode reads As through the K-major window: runs with "
-                                          "FP8GEMM_DENSE_K_MAJOR=1 only (bench/NOTES.md sessions 37-38)")
+DENSE_K_MAJOR = pytest.mark.skipif(not dense.K_MAJOR_SWITCH, reason="the dense grouped mode reads As through the "
+                                   "K-major window, which FP8GEMM_DENSE_K_MAJOR=0 turns off")
 
 
 @DENSE_K_MAJOR

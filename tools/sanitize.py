@@ -121,7 +121,7 @@ DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # As M-major (a T
     (200, 304, 1040, "bfloat16", Dense(128, 128, 5, 1, 1, 8), "dense: 128 x 128, M/N/K tails"),
     (300, 512, 1024, "bfloat16", Dense(256, 128, 3, 2, 1, 8), "dense: 256 x 128 in CTA pairs sharing A"),
     (100, 300, 512, "float16", Dense(64, 64, 4, 1, 1, 8), "dense: 64-row tiles, direct store (N*2 % 16 != 0)"),
-]] + [Gemm(*c, tags=("dense",)) for c in [    # As K-major (the 4-block window; FP8GEMM_DENSE_K_MAJOR=1)
+]] + [Gemm(*c, tags=("dense",)) for c in [    # As K-major (the 4-block window; off with FP8GEMM_DENSE_K_MAJOR=0)
     (300, 1000, 1536, "bfloat16", Dense(256, 128, 3, 2, 1, 16), "dense K-major As: 256 x 128 pairs, odd tile count"),
     (200, 304, 2048, "float16", Dense(128, 128, 5, 1, 1, 8, 1), "dense K-major As: two accumulators, TMA store"),
     (130, 520, 7168, "bfloat16", Dense(128, 64, 6, 1, 1, 8), "dense K-major As: window past K / 128 (56 blocks)"),
@@ -138,7 +138,7 @@ GROUPED = [
     ("contiguous", [0, 1, 129, 192, 200, 7], None, 300, 400, "bfloat16", True,
      "grouped wg3, a group's end in every 64-row slab"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 512, "float16", True, "grouped wg3 masked, a second tile past 192 rows"),
-] + ([   # the dense kernel's grouped mode (As through the K-major window: FP8GEMM_DENSE_K_MAJOR=1)
+] + ([   # the dense kernel's grouped mode (As through the K-major window)
     ("contiguous", [0, 1, 129, 300, 0, 77], None, 300, 1024, "bfloat16", Dense(128, 128, 5, 1, 1, 8),
      "grouped dense: TMA stores on whole tiles, direct at each group's end"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 2048, "float16", Dense(256, 128, 3, 2, 1, 8),
