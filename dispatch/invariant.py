@@ -36,11 +36,14 @@ scales are read from (general.scale_source: As by TMA into stage slots needs M >
 windows, the in-block loads and the chunked loop, chunk_blocks, read the same floats and promote
 with the same expression, in the same block order), the ordered issue of the two warpgroups, a
 warpgroup wholly past M skipping its wgmma, TMA-store or direct epilogue (both cvt.rn).
-block_m: by the same argument 64-row tiles (one consumer warpgroup, the same m64 wgmma and
-promotion) should give the same bits as 128-row tiles, which would let small M take them; it is
-fixed at 128 here until a GPU run confirms it (tests/test_batch_invariant.py: the block_m test).
-block_n stays fixed: whether wgmma's per-element result is the same for every N of the
-instruction is not documented.
+block_m, block_n, swap-AB: by the same argument 64-row tiles (one consumer warpgroup, the same
+m64 wgmma and promotion) should give the same bits as 128-row tiles; whether wgmma's per-element
+result is the same for every N of the instruction, or with the operands swapped, is not
+documented. Measured on the H100 (session 38, tests/test_batch_invariant.py's evidence tests,
+three shapes, three dtypes): 64-row tiles, every width 16-128 and unsplit swap-AB token tiles
+gave every row the mode's bits; gemv did not. ``mode_candidate`` uses that at small M behind
+SMALL_M_TILES (FP8GEMM_BATCH_INVARIANT_SMALL_M=1) until its GPU test
+(test_small_m_tiles_keep_the_bits) has run; off, the one tile serves every M.
 
 The torch ops (fp8gemm/torch_ops.py: matmul, matmul_out and the vLLM / DeepGEMM forms), the JAX
 functions (fp8gemm/jax.py: its own FFI target, plans keyed by mode) and ``fp8gemm-bench
@@ -49,10 +52,10 @@ functions (fp8gemm/jax.py: its own FFI target, plans keyed by mode) and ``fp8gem
 from the rows per group) and the MoE layer (fp8gemm.moe: the chain unless fused=True is passed,
 never the per-expert device choice; moe_ep passes the mode to each rank's layer), through the same
 front ends (torch ops with a bool in the schema, JAX targets with a ``_batch_invariant`` suffix).
-What remains: the cost at small M (no split-K here: K split points fixed by K alone with
-split_k.cuh's fixed-order sum could stay; 64-row tiles, see above: the H100 suite's run of the
-block_m test passed for all three dtypes, bench/NOTES.md session 37), and the GPU run of the
-grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py, not yet run on a GPU).
+The grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py) passed on the H100
+(session 38). What remains: the cost at small M (the H100 bench: 1.78x the default at M <= 64,
+1.04x at M >= 1024; the small-M tiles above are the first step, K split points fixed by K alone
+with split_k.cuh's fixed-order sum the next).
 """
 from __future__ import annotations
 
@@ -62,10 +65,10 @@ import os
 from dataclasses import replace
 
 from ..hw import MAX_SMEM_PER_BLOCK
-from .general import BLOCK_M, General, cost_us, plain_group_m
+from .general import BLOCK_M, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m
 from .selector import SHIPPED_GPU
 from .selector import explain as _explain
-from .variant import DEFAULT_NUM_SMS, GemmDesc
+from .variant import DEFAULT_NUM_SMS, GemmDesc, cdiv
 
 ENV = "FP8GEMM_BATCH_INVARIANT"
 ENABLED = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")   # the process-wide mode
@@ -122,6 +125,38 @@ def invariant_candidate(n: int, k: int, out_dtype: str = "bfloat16") -> General:
                           f"N={n}, K={k}, {out_dtype} alone")
 
 
+# Small M (forced only until the GPU bitwise tests run with it on: FP8GEMM_BATCH_INVARIANT_SMALL_M=1):
+# the tile of least modelled time among those measured to give a row the mode's bits. NOTES
+# (bench/NOTES.md session 38, H100, tests/test_batch_invariant.py's evidence tests at three
+# shapes, bf16 / fp16 / fp32): every general-kernel width 16-128, 64-row tiles and unsplit
+# swap-AB tiles of 8, 16 and 64 tokens gave every row the same bits as the mode's tile; gemv did
+# not. Still no K split: the split points would be the only thing that changes the order.
+SMALL_M_TILES = os.environ.get("FP8GEMM_BATCH_INVARIANT_SMALL_M", "") == "1"
+SMALL_M_MAX = 256                    # above it the mode's one tile (its cost there: a few %)
+
+
+def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms: int = DEFAULT_NUM_SMS):
+    """The mode's tile for this M: invariant_candidate, or with SMALL_M_TILES at M <= SMALL_M_MAX
+    the unsplit general width or swap-AB token tile of least modelled time (general.cost_us)."""
+    base = invariant_candidate(n, k, out_dtype)
+    if not SMALL_M_TILES or m > SMALL_M_MAX:
+        return base
+    desc = GemmDesc(m, n, k, out_dtype)
+    options = [(cost_us(m, n, k, base.block_n, 1, num_sms), base)]
+    for bn in General.fallback_block_ns(desc):
+        c = General(bn, General.most_stages(bn, out_dtype), base.group_m, 1, BLOCK_M)
+        options.append((cost_us(m, n, k, bn, 1, num_sms), c))
+    for bn in SWAP_BLOCK_NS:
+        if bn >= 2 * m and bn > SWAP_BLOCK_NS[0]:
+            continue                 # a wider token tile than M needs only adds zero rows
+        options.append((cost_us(n, m, k, bn, 1, num_sms), SwapAB(bn, MAX_STAGES, 1, 1)))
+    valid = [(t, c) for t, c in options if c.is_valid(desc)]
+    t, best = min(valid, key=lambda o: o[0])
+    return replace(best, reason=f"batch-invariant at M={m} (small-M tiles): {best.label()}, modelled {t:.1f} us "
+                                f"against {options[0][0]:.1f} for the mode's {base.label()}; unsplit, bits "
+                                f"measured equal to it (dispatch/invariant.py: SMALL_M_TILES)")
+
+
 @functools.lru_cache(maxsize=4096)
 def invariant_grouped_candidate(n: int, k: int, out_dtype: str, num_groups: int) -> General:
     """The grouped GEMMs' tile in batch-invariant mode: the plain mode's (invariant_candidate, so a
@@ -147,7 +182,7 @@ def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIP
     m, n, k, out_dtype = sig.m, sig.n, sig.k, sig.out_dtype
     if m == 0:
         return f"M=0 N={n} K={k} {out_dtype}: no kernel (matmul returns the empty [0, {n}] result without a launch)"
-    c = invariant_candidate(n, k, out_dtype)
+    c = mode_candidate(m, n, k, out_dtype)
     return (f"M={m} N={n} K={k} {out_dtype} (batch-invariant): {c.describe()}, smem {c.smem_bytes(out_dtype)} B "
             f"-- {c.reason}; each row's summation order (K blocks in order, per-element promotion, no split) "
             f"is the same for every M")

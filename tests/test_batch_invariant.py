@@ -86,6 +86,28 @@ def test_candidate_is_a_function_of_n_k_dtype():
             assert c.template_args(dtype, fine, False, False)[4] == ("true" if fine else "false")
 
 
+def test_small_m_tiles_rule(monkeypatch):
+    """FP8GEMM_BATCH_INVARIANT_SMALL_M=1 (forced only): at M <= SMALL_M_MAX an unsplit general
+    width or swap-AB token tile (the kinds measured to keep the mode's bits), never gemv, never a
+    split; above it the mode's one tile; off, the one tile for every M."""
+    plan = _planned(monkeypatch)
+    for n, k in NK:
+        for m in (1, 5, 16, 64, 200, 256, 257, 4096):
+            assert plan(m, n, k, "bfloat16") == invariant_candidate(n, k, "bfloat16")
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    kinds = set()
+    for n, k in NK:
+        for m in (1, 5, 16, 64, 200, 256, 257, 4096):
+            c = plan(m, n, k, "bfloat16")
+            if m > invariant.SMALL_M_MAX:
+                assert c == invariant_candidate(n, k, "bfloat16")
+                continue
+            assert type(c) in (General, SwapAB) and c.splits == 1 and c.block_m == 128, (m, n, k, c)
+            assert is_valid(GemmDesc(m, n, k), c)
+            kinds.add(type(c))
+    assert kinds == {General, SwapAB}
+
+
 def test_switch(mode):
     invariant.set_batch_invariant(True)
     assert fp8gemm.batch_invariant() is True and invariant.resolve(None) and not invariant.resolve(False)
@@ -284,7 +306,7 @@ def test_swap_ab_gives_the_same_bits(dtype):
         c = invariant_candidate(n, k, dtype)
         case = random_case(40, n, k, seed=65)
         want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
-        for block_n in (8, 16, 64):
+        for block_n in (8, 16, 32, 64):
             s = SwapAB(block_n, 4, 1, 1)
             got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=s)
             _same_rows(got, want, slice(None), f"swap-AB {block_n} against the mode's tile, N={n} K={k} {dtype}")
@@ -319,3 +341,20 @@ def test_block_n_gives_the_same_bits(dtype):
             other = General(block_n, General.most_stages(block_n, dtype), c.group_m, 1, 128)
             got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=other)
             _same_rows(got, want, slice(None), f"block_n {block_n} against {c.block_n}, N={n} K={k} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_small_m_tiles_keep_the_bits(monkeypatch, dtype):
+    """With the small-M tiles on (FP8GEMM_BATCH_INVARIANT_SMALL_M=1): M1 <= 256 rows (swap-AB or a
+    narrow general tile) against the same rows in M2 > 256 (the mode's tile), bitwise."""
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    rng = np.random.default_rng({"bfloat16": 11, "float16": 12, "float32": 13}[dtype])
+    for i in range(10):
+        n = int(rng.choice([16, 512, 1536, 4096, 7168, 24576]))
+        k = int(rng.choice([256, 1024, 1536, 4096, 7168]))
+        m2 = int(rng.integers(300, 3000))
+        case = random_case(m2, n, k, seed=2000 + i)
+        large = _call(case, slice(None), dtype)
+        for m1 in (1, 7, 33, 100, 256):
+            _same_rows(_call(case, slice(0, m1), dtype), large, slice(0, m1), f"M1={m1} M2={m2} N={n} K={k} {dtype}")
