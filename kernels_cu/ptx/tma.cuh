@@ -15,9 +15,7 @@ __device__ __forceinline__ void prefetch_tensormap(const TmaDescriptor* desc) {
 }
 
 /// cp.async.bulk.tensor.2d global -> shared, completing on `bar`. c0 is the inner (contiguous)
-/// coordinate in elements, c1 the outer (row) coordinate. c0 * element size must be a multiple of
-/// 16 bytes (the map cannot check a run-time coordinate): the dense kernel's K-major As window
-/// started at any K block faulted with cudaErrorIllegalInstruction (bench/NOTES.md, session 38).
+/// coordinate in elements, c1 the outer (row) coordinate.
 __device__ __forceinline__ void tma_load_2d(void* smem_dst, const TmaDescriptor* desc, Mbarrier* bar,
                                             int32_t c0, int32_t c1) {
     asm volatile(
