@@ -280,6 +280,17 @@ def test_process_wide_switch_on_the_gpu(mode):
         _same_rows(one, large, slice(0, 1), "M=1 under the process-wide mode")
 
 
+def _against_mode(m, n, k, dtype, seed, configs):
+    """The evidence tests' check: each (label, config) forced on one random case gives every row
+    the bits of the mode's tile (invariant_candidate)."""
+    case = random_case(m, n, k, seed=seed)
+    want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype,
+                          config=invariant_candidate(n, k, dtype))
+    for label, config in configs:
+        got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=config)
+        _same_rows(got, want, slice(None), f"{label} against the mode's tile, N={n} K={k} {dtype}")
+
+
 @pytest.mark.gpu
 @pytest.mark.xfail(strict=False, reason="phase 2 evidence, not the guarantee: whether 64-row tiles give a "
                                         "row the same bits as the mode's 128-row tiles (dispatch/invariant.py)")
@@ -289,10 +300,7 @@ def test_64_row_tiles_give_the_same_bits(dtype):
         c = invariant_candidate(n, k, dtype)
         c64 = General(c.block_n, gen.ring64_stages(c.block_n, General.most_stages(c.block_n, dtype, 64)),
                       c.group_m, 1, 64)
-        case = random_case(300, n, k, seed=64)
-        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
-        got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c64)
-        _same_rows(got, want, slice(None), f"64- against 128-row tiles, N={n} K={k} {dtype}")
+        _against_mode(300, n, k, dtype, 64, [("64-row tiles", c64)])
 
 
 @pytest.mark.gpu
@@ -303,13 +311,7 @@ def test_swap_ab_gives_the_same_bits(dtype):
     """If it does, the mode could take swap-AB tiles at decode sizes (its own K order is the same:
     blocks in order, one promotion per block or per wgmma)."""
     for n, k in ((4096, 4096), (1536, 1024), (512, 7168)):
-        c = invariant_candidate(n, k, dtype)
-        case = random_case(40, n, k, seed=65)
-        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
-        for block_n in (8, 16, 32, 64):
-            s = SwapAB(block_n, 4, 1, 1)
-            got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=s)
-            _same_rows(got, want, slice(None), f"swap-AB {block_n} against the mode's tile, N={n} K={k} {dtype}")
+        _against_mode(40, n, k, dtype, 65, [(f"swap-AB {b}", SwapAB(b, 4, 1, 1)) for b in (8, 16, 32, 64)])
 
 
 @pytest.mark.gpu
@@ -319,11 +321,7 @@ def test_swap_ab_gives_the_same_bits(dtype):
 def test_gemv_gives_the_same_bits(dtype):
     from fp8gemm.dispatch import Gemv
     for n, k in ((4096, 4096), (512, 7168)):
-        c = invariant_candidate(n, k, dtype)
-        case = random_case(8, n, k, seed=66)
-        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
-        got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=Gemv(8, 4, 2))
-        _same_rows(got, want, slice(None), f"gemv against the mode's tile, N={n} K={k} {dtype}")
+        _against_mode(8, n, k, dtype, 66, [("gemv", Gemv(8, 4, 2))])
 
 
 @pytest.mark.gpu
@@ -334,13 +332,9 @@ def test_block_n_gives_the_same_bits(dtype):
     """If no width changes the bits, the mode could narrow its tiles at small M (more CTAs over N
     without a K split)."""
     for n, k in ((4096, 4096), (1536, 7168)):
-        c = invariant_candidate(n, k, dtype)
-        case = random_case(100, n, k, seed=67)
-        want = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=c)
-        for block_n in (16, 32, 64, 128):
-            other = General(block_n, General.most_stages(block_n, dtype), c.group_m, 1, 128)
-            got = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=dtype, config=other)
-            _same_rows(got, want, slice(None), f"block_n {block_n} against {c.block_n}, N={n} K={k} {dtype}")
+        group_m = invariant_candidate(n, k, dtype).group_m
+        _against_mode(100, n, k, dtype, 67, [(f"block_n {b}", General(b, General.most_stages(b, dtype), group_m, 1, 128))
+                                             for b in (16, 32, 64, 128)])
 
 
 @pytest.mark.gpu
