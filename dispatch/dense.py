@@ -157,25 +157,35 @@ class Dense(Candidate):
                              "M-major (strides (1, >= M) in elements, 16-byte aligned base and column stride), "
                              "(the K-major form is off: FP8GEMM_DENSE_K_MAJOR=0) "
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
-        store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
-                                                           out_aligned)
-        smem = self.smem_bytes(p.out_dtype, p.k, store, k_major)
-        if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
-            store, smem = False, self.smem_bytes(p.out_dtype, p.k, False, k_major)
+        store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major))
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.n, p.k, p.out_dtype, store, k_major), smem)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
         check_units(tiles, f"M = {p.m}, N = {p.n}")
-        sms = sm_count(p.device)
-        grid = min(tiles, sms)
-        if self.cluster == 2:              # whole pairs (a CTA of a pair may find no tile)
-            grid = min(grid + grid % 2, sms - sms % 2)
-        return Plan(p, kern, grid, self.threads, smem, ldc,
+        return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
                     + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles)
+
+    def _store(self, p, ldc: int, out_aligned: bool, smem_for) -> tuple:
+        """(TMA store, shared memory bytes): the staging where the width and C's layout allow it
+        and it fits beside this ring (smem_for(store) -> bytes), else direct stores."""
+        store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
+                                                           out_aligned)
+        smem = smem_for(store)
+        if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
+            store, smem = False, smem_for(False)
+        return store, smem
+
+    def _grid(self, p, tiles: int) -> int:
+        """At most one CTA per SM; pairs whole (a CTA of a pair may find no tile)."""
+        sms = sm_count(p.device)
+        grid = min(tiles, sms)
+        if self.cluster == 2:
+            grid = min(grid + grid % 2, sms - sms % 2)
+        return grid
 
     def grouped_ok(self) -> str:
         """Why this config cannot run a grouped GEMM ("" where it can): a pair must share A (its
@@ -207,22 +217,15 @@ class Dense(Candidate):
         if not k_major_as_ok(p):
             raise ValueError("config Dense, grouped: a_scale must be K-major with unit K stride, a 16-byte aligned "
                              "base and row stride (K / 128 a multiple of 4 when packed)")
-        store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
-                                                           out_aligned)
-        smem = self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, store)
-        if smem > MAX_SMEM_PER_BLOCK:
-            store, smem = False, self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, False)
+        store, smem = self._store(p, ldc, out_aligned,
+                                  lambda st: self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, st))
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store, True, True),
                                    MAX_SMEM_PER_BLOCK)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
         check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
-        sms = sm_count(p.device)
-        grid = min(tiles, sms)
-        if self.cluster == 2:
-            grid = min(grid + grid % 2, sms - sms % 2)
-        return Plan(p, kern, grid, self.threads, smem, ldc,
+        return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m)),) + group_args(gp),
                     tma_store=store, num_tiles=tiles)
 
