@@ -27,7 +27,27 @@ BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
 # the H100 suite and the four sanitizers. FP8GEMM_DENSE_K_MAJOR=0 turns it off (forced K-major
 # configs and the grouped dense mode refuse, the tuner offers no dense configuration).
 K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "1") != "0"
-SFA_WINDOW = 4                  # K blocks of As per stage when As is K-major (16 bytes: TMA's least box)
+# K-major As comes in windows of 4 or 8 K blocks (16 / 32 bytes per row: TMA's least box is 16),
+# one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
+# row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
+SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
+SFA_MIN_WINDOW = 4
+
+
+def sfa_window(k: int) -> int:
+    """K blocks per K-major As window for this K: 8 where K / 128 is a multiple of 8, else 4."""
+    if SFA_WINDOW_FORCED in (4, 8):
+        return SFA_WINDOW_FORCED
+    return 8 if cdiv(k, BLOCK_K) % 8 == 0 else 4
+
+
+def sfa_slots(stages: int, window: int, k: int) -> int:
+    """Windows in the K-major ring (the kernel's kSfaSlots): with whole windows per tile, window j
+    + slots is loaded only after the producer's empty wait released the stage of window j's last
+    K block, so (slots - 1) * window + 1 >= stages; with a partial last window, one per stage."""
+    if cdiv(k, BLOCK_K) % window:
+        return stages
+    return 1 + -(-(stages - 1) // window)
 
 
 def threads(block_m: int) -> int:
@@ -44,9 +64,9 @@ def width_ok(block_n: int) -> bool:
 
 
 def k_major_as_ok(p) -> bool:
-    """Whether TMA can read As K-major in windows of 4 K blocks (box {4, rows}): unit K stride, a
-    16-byte aligned base and row stride (K / 128 blocks a multiple of 4 in a packed As), rows
-    that do not overlap. One row has no row stride to speak of."""
+    """Whether TMA can read As K-major in windows of 4 or 8 K blocks (box {window, rows}): unit K
+    stride, a 16-byte aligned base and row stride (K / 128 blocks a multiple of 4 in a packed As),
+    rows that do not overlap. One row has no row stride to speak of."""
     kb = cdiv(p.k, BLOCK_K)
     return (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0 and (
         p.m == 1 or ((p.sa_stride_m * 4) % 16 == 0 and p.sa_stride_m >= kb))
@@ -59,10 +79,9 @@ def scales_ok(p) -> bool:
 
 
 def k_major_as_map(p, rows: int):
-    """As [M, K / 128] row-major, box {rows, 4 K blocks}: a stage's window starts at its K block;
-    TMA zero-fills past K / 128 and past M."""
+    """As [M, K / 128] row-major, box {rows, sfa_window K blocks}; TMA zero-fills past M."""
     row_stride = max(p.sa_stride_m, cdiv(p.k, BLOCK_K)) if p.m == 1 else p.sa_stride_m
-    return tma.encode_2d(p.sa_ptr, p.m, cdiv(p.k, BLOCK_K), -(-row_stride * 4 // 16) * 16, rows, SFA_WINDOW, 4,
+    return tma.encode_2d(p.sa_ptr, p.m, cdiv(p.k, BLOCK_K), -(-row_stride * 4 // 16) * 16, rows, sfa_window(p.k), 4,
                          tma.SWIZZLE_NONE)
 
 
@@ -117,7 +136,8 @@ class Dense(Candidate):
         is_valid checks the K-major form, the larger: a config valid there fits either layout."""
         kb = cdiv(k, BLOCK_K)
         sfb = -(-(2 * 2 * kb * 4) // 16) * 16
-        sfa = self.stages * self.block_m * 4 * (SFA_WINDOW if sfa_k_major else 1)
+        window = sfa_window(k) if sfa_k_major else 0
+        sfa = self.block_m * 4 * (sfa_slots(self.stages, window, k) * window if window else self.stages)
         return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
                 + self.staging_bytes(out_dtype, tma_store) + sfa + sfb + BARRIER_BYTES * self.stages)
 
@@ -138,14 +158,12 @@ class Dense(Candidate):
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
                       grouped: bool = False) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
-        kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor[, kGrouped]]]> (the defaulted last ones named
-        only where needed)"""
+        kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor, kGrouped, kSfaWindowK]]> (the defaulted last
+        ones named only where needed; K-major As names its window)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
-        if grouped:
-            return head + (FLAG[bool(self.two_accum)], "true", "true")
-        if sfa_k_major:
-            return head + (FLAG[bool(self.two_accum)], "true")
+        if grouped or sfa_k_major:
+            return head + (FLAG[bool(self.two_accum)], "true", FLAG[grouped], sfa_window(k))
         return head + ("true",) if self.two_accum else head
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
@@ -243,7 +261,7 @@ class Dense(Candidate):
         from 65. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
         of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
         the general kernel where a caller's As is neither (fp8gemm/api.py)."""
-        if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % SFA_WINDOW:
+        if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
             return []
         out = []
         if desc.m >= 512:

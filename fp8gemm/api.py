@@ -101,7 +101,7 @@ def matmul(a, b, a_scale, b_scale, *, out_dtype=None, out=None, block_size=(128,
 
 def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool, batch_invariant: bool = False):
     """Stages 3 and 4 for a validated problem: the dispatcher's kernel (or ``config``, checked;
-    or with ``batch_invariant`` the mode's, invariant_candidate) and its launch plan; None for
+    or with ``batch_invariant`` the mode's, mode_candidate) and its launch plan; None for
     M = 0 (nothing to launch). Shared by matmul and the JAX FFI handler (fp8gemm/jax.py)."""
     if problem.m == 0:
         return None

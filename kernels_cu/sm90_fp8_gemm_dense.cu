@@ -11,14 +11,18 @@
 //
 // As layouts: M-major (the layout `quantize_per_token_group(..., m_major_scales=True)` writes, and
 // DeepGEMM's) comes as a box {BLOCK_M, 1}: the stage holds the column. K-major (our quantizer's
-// default, kSfaKMajor) comes as a window, box {4, BLOCK_M} starting at the aligned K block kb & ~3:
-// TMA's inner box must span 16 bytes and its inner coordinate must be a multiple of 16 bytes (a
-// window starting at kb itself raised cudaErrorIllegalInstruction on the H100 for every kb % 4 != 0,
-// session 37), so each stage carries 4 K blocks' scales of which it reads column kb % 4 (a constant
-// in the unrolled loop): no conversion kernel, 3 wasted floats per row and stage (BLOCK_M * 12
-// bytes, against the stage's (BLOCK_M + BLOCK_N) * 128 of operands).
-// TMA needs the row stride a multiple of 16 bytes there (K / 128 blocks a multiple of 4 in a
-// packed As); the host falls back to the general kernel where it is not.
+// default, kSfaKMajor) comes as a window, box {kSfaWindow, BLOCK_M}: kSfaWindow (4 or 8) K blocks'
+// scales of every row, loaded with the stage of every kSfaWindow-th K block into a ring of its own
+// (kSfaSlots windows), read at column kb % kSfaWindow (a constant in the unrolled loop). TMA's
+// inner box must span 16 bytes and its inner coordinate must be a multiple of 16 bytes (a window
+// starting at any kb raised cudaErrorIllegalInstruction on the H100, session 37). NOTES (session
+// 38): a {4, BLOCK_M} window with every stage ran 5% (256 x 128) to 25% (128 x 128) slower than the
+// M-major column: BLOCK_M row requests of 16 bytes per stage beside A's BLOCK_M; the ring issues
+// them once per kSfaWindow stages. A window is reused only after every math thread released the
+// stage of its last K block (the producer's empty wait kSfaSlots - 1 windows later covers it: see
+// kSfaSlots). The row stride must be a multiple of 16 bytes (K / 128 blocks a multiple of 4 in a
+// packed As, else a padded buffer: the window reads past K / 128 as zeros); the host falls back
+// to the general kernel where it is not.
 //
 // Warps: kMathWGs math warpgroups (1 for 64-row tiles, 2 otherwise) first, then one producer
 // warpgroup whose thread kMathThreads issues every TMA load. A math warpgroup owns rows
@@ -165,7 +169,7 @@ struct Raster {
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
           bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
-          bool kSfaKMajor = false, bool kGrouped = false>
+          bool kSfaKMajor = false, bool kGrouped = false, uint32_t kSfaWindowK = 4>
 __global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
@@ -209,10 +213,20 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
     constexpr uint32_t kAStage = BLOCK_M * BLOCK_K;
     constexpr uint32_t kBStage = BLOCK_N * BLOCK_K;
-    constexpr uint32_t kSfaCols = kSfaKMajor ? 4 : 1;           // floats per row and stage
-    constexpr uint32_t kSfaStage = BLOCK_M * kSfaCols * 4;
-    // K block kb's column in its stage's As window (the window starts at kb & ~3: see the header)
-    const auto sfa_col = [](uint32_t kb) { return kSfaKMajor ? kb % 4u : 0u; };
+    // As in shared memory: M-major, one column per stage; K-major, a ring of kSfaSlots windows of
+    // kSfaWindow columns, a tile's window j loaded with the stage of its K block j * kSfaWindow.
+    // Whole windows: window j's last column is read at pipeline step p_j + kSfaWindow - 1 and
+    // released with it; window j + kSfaSlots is loaded at step p_j + kSfaSlots * kSfaWindow, after
+    // the producer's empty wait for step p_j + kSfaSlots * kSfaWindow - kNumStages; so
+    // (kSfaSlots - 1) * kSfaWindow + 1 >= kNumStages. A tile's last window partial (K / 128 not a
+    // multiple of kSfaWindow: the next tile's first window follows sooner): a slot per stage.
+    constexpr uint32_t kSfaWindow = kSfaKMajor ? kSfaWindowK : 1;
+    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8, "K-major windows of 4 or 8 K blocks");
+    constexpr uint32_t kSfaSlots = !kSfaKMajor                       ? kNumStages
+                                   : kNumKBlocks % kSfaWindow == 0 ? 1 + (kNumStages - 1 + kSfaWindow - 1) / kSfaWindow
+                                                                   : kNumStages;
+    constexpr uint32_t kSfaSlotFloats = BLOCK_M * kSfaWindow;
+    constexpr uint32_t kSfaBytes = kSfaSlotFloats * 4;           // one window (K-major) or column
     using Staging = SwizzledStaging<kOut, BLOCK_N>;
     static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
     constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
@@ -226,7 +240,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     uint8_t* smem_b = smem_a + kNumStages * kAStage;
     uint8_t* smem_staging = smem_b + kNumStages * kBStage;
     float* smem_sfa = reinterpret_cast<float*>(smem_staging + kStagingBytes);
-    float* smem_sfb = smem_sfa + kNumStages * BLOCK_M * kSfaCols;
+    float* smem_sfb = smem_sfa + kSfaSlots * kSfaSlotFloats;
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(reinterpret_cast<uint8_t*>(smem_sfb) + kSfbBytes);
     Mbarrier* empty_bar = full_bar + kNumStages;
     uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);   // kGrouped: [G + 1]
@@ -269,6 +283,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             Tiles tiles(tile_rows);
             PipelineState<kNumStages> pipe;
             uint32_t m_block, n_block;
+            uint32_t sfa_slot = 0;          // K-major: the ring slot of the next As window
             constexpr uint16_t kPairMask = 0x3;
             while (tiles.next(m_block, n_block)) {
                 const bool share = kCluster > 1 && tiles.shared;
@@ -280,26 +295,30 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     Mbarrier* bar = &full_bar[pipe.stage];
                     uint8_t* a_dst = smem_a + pipe.stage * kAStage;
                     uint8_t* b_dst = smem_b + pipe.stage * kBStage;
-                    float* sfa_dst = smem_sfa + pipe.stage * BLOCK_M * kSfaCols;
+                    // K-major: a window with every kSfaWindow-th stage (its first K block: a
+                    // 16-byte aligned inner coordinate); M-major: the column with every stage.
+                    const bool sfa_load = !kSfaKMajor || kb % kSfaWindow == 0;
+                    float* sfa_dst = smem_sfa + (kSfaKMajor ? sfa_slot : pipe.stage) * kSfaSlotFloats;
+                    if (kSfaKMajor && sfa_load) sfa_slot = sfa_slot + 1 == kSfaSlots ? 0 : sfa_slot + 1;
                     const int32_t k = static_cast<int32_t>(kb * BLOCK_K);
                     // the As box's coordinates, inner first
-                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb & ~3u) : static_cast<int32_t>(a_row);
+                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb) : static_cast<int32_t>(a_row);
                     const int32_t sa_c1 = kSfaKMajor ? static_cast<int32_t>(a_row) : static_cast<int32_t>(kb);
                     if (kMulticastA && share) {
                         if (rank == 0) {
                             tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_row, kPairMask);
-                            tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1, kPairMask);
+                            if (sfa_load) tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1, kPairMask);
                         }
                     } else {
                         tma_load_2d(a_dst, &tmap_a, bar, k, a_row);
-                        tma_load_2d(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1);
+                        if (sfa_load) tma_load_2d(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1);
                     }
                     if (!kMulticastA && share) {
                         if (rank == 0) tma_load_2d_multicast(b_dst, &tmap_b, bar, k, b_row, kPairMask);
                     } else {
                         tma_load_2d(b_dst, &tmap_b, bar, k, b_row);
                     }
-                    mbarrier_arrive_expect_tx(bar, kAStage + kBStage + kSfaStage);
+                    mbarrier_arrive_expect_tx(bar, kAStage + kBStage + (sfa_load ? kSfaBytes : 0u));
                 }
             }
             // A pair: every remote arrival on this CTA's empty barriers has landed before it exits.
@@ -354,6 +373,21 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
         Tiles tiles(tile_rows);
         PipelineState<kNumStages> pipe;
         uint32_t m_block, n_block, parity = 0;
+        // K-major As: the ring slot of the next window and the window of the current K block
+        uint32_t sfa_slot = 0;
+        const float* sfa_win = smem_sfa;
+        // As of K block kb (read after its full wait, at its stage or window): row r's scale
+        const auto sfa_at = [&](uint32_t kb, uint32_t stage) {
+            if constexpr (kSfaKMajor) {
+                if (kb % kSfaWindow == 0) {
+                    sfa_win = smem_sfa + sfa_slot * kSfaSlotFloats;
+                    sfa_slot = sfa_slot + 1 == kSfaSlots ? 0 : sfa_slot + 1;
+                }
+                return sfa_win + kb % kSfaWindow;
+            } else {
+                return static_cast<const float*>(smem_sfa + stage * kSfaSlotFloats);
+            }
+        };
         float sfb_next[kPer];
         {
             Tiles peek = tiles;
@@ -399,12 +433,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const float sb0 = sfb[kb];
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
-                    const float* sfa = smem_sfa + stage * BLOCK_M * kSfaCols;
+                    const float* sfa = sfa_at(kb, stage);
 #pragma unroll
                     for (uint32_t w = 0; w < S::kWaves; ++w) {
                         // Read before the stage is released (the next tile's loads may land there).
-                        const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaCols + sfa_col(kb)];
-                        const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaCols + sfa_col(kb)];
+                        const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaWindow];
+                        const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaWindow];
                         const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (kBStage >> 4);
                         wgmma_fence_operands(accum);
@@ -467,8 +501,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     const float sb0 = sfb[kb];
                     const float sb1 = kUniformB ? 0.0f : sfb[kNumKBlocks + kb];
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
-                    const float* sfa = smem_sfa + stage * BLOCK_M * kSfaCols;
-                    const float sa0 = sfa[r0 * kSfaCols + sfa_col(kb)], sa1 = sfa[(r0 + 8) * kSfaCols + sfa_col(kb)];
+                    const float* sfa = sfa_at(kb, stage);
+                    const float sa0 = sfa[r0 * kSfaWindow], sa1 = sfa[(r0 + 8) * kSfaWindow];
                     const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
                     wgmma_fence_operands(cur);
                     wgmma_fence();

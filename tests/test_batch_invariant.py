@@ -1,7 +1,8 @@
 """Batch-invariant mode of fp8gemm.matmul (issue 57, phase 1; dispatch/invariant.py says why the
-rule holds). CPU: the mode's kernel is the same for every M and never splits K, the switch, the
-environment variable, explain, config= refused. GPU (gpu-marked, skipped without an SM90 GPU):
-rows compared bitwise between a call and the same rows inside a larger call."""
+rule holds). CPU: the mode's kernel is the same for every M above SMALL_M_MAX (for every M with
+the small-M tiles off) and never splits K, the small-M tiles' rule, the switches, the environment
+variables, explain, config= refused. GPU (gpu-marked, skipped without an SM90 GPU): rows compared
+bitwise between a call and the same rows inside a larger call."""
 import os
 import subprocess
 import sys
@@ -51,24 +52,40 @@ def _planned(monkeypatch):
     return plan
 
 
+def _whole_k(c, m, n, k, dtype):
+    """c is valid for the shape and every work unit of it runs all of K, whatever the grid."""
+    assert c.splits == 1 and c.splits != gen.TAIL_SPLIT and c.block_m == gen.BLOCK_M, (m, n, k, dtype, c)
+    assert is_valid(GemmDesc(m, n, k, dtype), c), (m, n, k, dtype, c)
+    for sms in (132, 114, 78):
+        assert gen.unit_blocks(c, m, n, k, sms) == {gen.cdiv(k, gen.BLOCK_K)}, (m, n, k, dtype, c)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_one_candidate_for_every_m(monkeypatch, dtype):
-    """plan_problem in the mode: the same general-kernel configuration for every M of the sweep,
-    128-row tiles, splits=1 (no split, no tail split: every unit runs all of K), valid and within
-    shared memory; the default mode switches kernels over the same sweep."""
+    """plan_problem in the mode, small-M tiles off (FP8GEMM_BATCH_INVARIANT_SMALL_M=0): the same
+    general-kernel configuration for every M of the sweep, 128-row tiles, splits=1 (no split, no
+    tail split: every unit runs all of K), valid and within shared memory. On (the default): that
+    configuration for every M above SMALL_M_MAX, and below it unsplit tiles that run all of K too.
+    The default mode switches kernels over the same sweep."""
     plan = _planned(monkeypatch)
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     for n, k in NK:
         cands = {plan(m, n, k, dtype) for m in M_SWEEP}
         assert len(cands) == 1, (n, k, dtype, cands)
         c = cands.pop()
         assert c == invariant_candidate(n, k, dtype)
         assert type(c) is General and not isinstance(c, SwapAB)
-        assert c.splits == 1 and c.splits != gen.TAIL_SPLIT and c.block_m == gen.BLOCK_M
         assert "batch-invariant" in c.reason
         for m in M_SWEEP:
-            assert is_valid(GemmDesc(m, n, k, dtype), c), (m, n, k, dtype)
-            for sms in (132, 114, 78):          # the K range of every unit: all of K, whatever the grid
-                assert gen.unit_blocks(c, m, n, k, sms) == {gen.cdiv(k, gen.BLOCK_K)}
+            _whole_k(c, m, n, k, dtype)
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    for n, k in NK:
+        large = {plan(m, n, k, dtype) for m in M_SWEEP if m > invariant.SMALL_M_MAX}
+        assert large == {invariant_candidate(n, k, dtype)}, (n, k, dtype, large)
+        for m in M_SWEEP:
+            c = plan(m, n, k, dtype)
+            assert "batch-invariant" in c.reason
+            _whole_k(c, m, n, k, dtype)
     n, k = 4096, 4096
     default = {plan(m, n, k, dtype, False).variant for m in M_SWEEP}
     assert len(default) > 1          # the default mode picks by M: the mode matters
@@ -87,25 +104,49 @@ def test_candidate_is_a_function_of_n_k_dtype():
 
 
 def test_small_m_tiles_rule(monkeypatch):
-    """FP8GEMM_BATCH_INVARIANT_SMALL_M=1 (forced only): at M <= SMALL_M_MAX an unsplit general
-    width or swap-AB token tile (the kinds measured to keep the mode's bits), never gemv, never a
-    split; above it the mode's one tile; off, the one tile for every M."""
+    """Small-M tiles on (the default): at M <= SMALL_M_MAX an unsplit general width or swap-AB
+    token tile (the kinds measured to keep the mode's bits), never gemv, never a split, modelled
+    no slower than the mode's tile and somewhere faster; above it the mode's one tile. Off
+    (FP8GEMM_BATCH_INVARIANT_SMALL_M=0): the one tile for every M."""
     plan = _planned(monkeypatch)
+    ms = (1, 5, 16, 64, 200, 256, 257, 4096)
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     for n, k in NK:
-        for m in (1, 5, 16, 64, 200, 256, 257, 4096):
+        for m in ms:
             assert plan(m, n, k, "bfloat16") == invariant_candidate(n, k, "bfloat16")
     monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
-    kinds = set()
+    kinds, faster, sms = set(), 0, invariant.DEFAULT_NUM_SMS     # the time model's SM count, not the GPU's
     for n, k in NK:
-        for m in (1, 5, 16, 64, 200, 256, 257, 4096):
+        base = invariant_candidate(n, k, "bfloat16")
+        for m in ms:
             c = plan(m, n, k, "bfloat16")
             if m > invariant.SMALL_M_MAX:
-                assert c == invariant_candidate(n, k, "bfloat16")
+                assert c == base
                 continue
             assert type(c) in (General, SwapAB) and c.splits == 1 and c.block_m == 128, (m, n, k, c)
             assert is_valid(GemmDesc(m, n, k), c)
+            assert "small-M tiles" in c.reason
+            t = (gen.cost_us(n, m, k, c.block_n, 1, sms) if isinstance(c, SwapAB)
+                 else gen.cost_us(m, n, k, c.block_n, 1, sms))
+            t_base = gen.cost_us(m, n, k, base.block_n, 1, sms)
+            assert t <= t_base, (m, n, k, c, t, t_base)
+            faster += t < t_base
             kinds.add(type(c))
-    assert kinds == {General, SwapAB}
+    assert kinds == {General, SwapAB} and faster > 0
+
+
+@pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), ("off", False)])
+def test_small_m_environment_variable(value, want):
+    """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.SMALL_M_ENV)}
+    if value is not None:
+        env[invariant.SMALL_M_ENV] = value
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from fp8gemm.dispatch import invariant; "
+            f"print(invariant.SMALL_M_TILES)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split()[-1] == str(want)
 
 
 def test_switch(mode):
@@ -173,7 +214,15 @@ def test_environment_variable(value, want):
     assert res.stdout.split()[-1] == str(want)
 
 
-def test_explain_names_the_mode_kernel(mode):
+def test_explain_names_the_mode_kernel(monkeypatch, mode):
+    """The mode's kernel and why; with the small-M tiles on (the default), M = 1's small-M tile."""
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    tile = invariant.mode_candidate(1, 4096, 4096)
+    assert tile != invariant_candidate(4096, 4096, "bfloat16")
+    s = fp8gemm.explain(1, 4096, 4096, batch_invariant=True)
+    assert "batch-invariant at M=1 (small-M tiles)" in s and tile.describe() in s and "splits=1" in s
+    assert fp8gemm.explain(4096, 4096, 4096, batch_invariant=True).split(": ", 1)[1] != s.split(": ", 1)[1]
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", False)           # off: one tile, the same words
     invariant.set_batch_invariant(False)
     one = fp8gemm.explain(1, 4096, 4096, batch_invariant=True)
     big = fp8gemm.explain(4096, 4096, 4096, batch_invariant=True)
@@ -340,8 +389,9 @@ def test_block_n_gives_the_same_bits(dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_small_m_tiles_keep_the_bits(monkeypatch, dtype):
-    """With the small-M tiles on (FP8GEMM_BATCH_INVARIANT_SMALL_M=1): M1 <= 256 rows (swap-AB or a
-    narrow general tile) against the same rows in M2 > 256 (the mode's tile), bitwise."""
+    """With the small-M tiles on (the default, set here whatever FP8GEMM_BATCH_INVARIANT_SMALL_M
+    says): M1 <= 256 rows (swap-AB or a narrow general tile) against the same rows in M2 > 256
+    (the mode's tile), bitwise."""
     monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
     rng = np.random.default_rng({"bfloat16": 11, "float16": 12, "float32": 13}[dtype])
     for i in range(10):

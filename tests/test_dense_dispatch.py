@@ -53,11 +53,23 @@ def test_template_and_smem():
     kb = 32
     mm = c.smem_bytes("bfloat16", 4096, True, sfa_k_major=False)
     assert mm == 1024 + 3 * 384 * 128 + 256 * 128 * 2 + 3 * 256 * 4 + 4 * kb * 4 + 48
-    # K-major As: a window of 4 K blocks per row and stage
-    assert c.smem_bytes("bfloat16", 4096, True) == mm + 3 * 256 * 4 * 3
+    # K-major As: a ring of windows of 8 K blocks (K / 128 = 32), 1 + ceil((3 - 1) / 8) = 2 of them,
+    # in place of a column per stage
+    assert dense.sfa_window(4096) == 8 and dense.sfa_slots(3, 8, 4096) == 2
+    assert c.smem_bytes("bfloat16", 4096, True) == mm - 3 * 256 * 4 + 2 * 8 * 256 * 4
     assert c.smem_bytes("bfloat16", 4096, False) == c.smem_bytes("bfloat16", 4096, True) - 256 * 128 * 2
-    assert c.template_args(7168, 2048, "float16", True, True)[-2:] == ("false", "true")
-    assert Dense(128, 128, 5, 1, 1, 8, 1).template_args(4096, 4096, "bfloat16", True, True)[-2:] == ("true", "true")
+    # K / 128 = 12: windows of 4; 5 stages need 1 + ceil(4 / 4) = 2 windows, 6 stages 3; K / 128 =
+    # 11 or 1 (a padded As): a partial last window, a slot per stage
+    assert dense.sfa_window(1536) == 4 and dense.sfa_window(1408) == 4 and dense.sfa_window(128) == 4
+    assert [dense.sfa_slots(s, 4, 1536) for s in (2, 4, 5, 6, 9)] == [2, 2, 2, 3, 3]
+    assert [dense.sfa_slots(s, 8, 4096) for s in (2, 8, 9, 10)] == [2, 2, 2, 3]
+    assert dense.sfa_slots(5, 4, 1408) == 5 and dense.sfa_slots(3, 4, 128) == 3
+    d = Dense(128, 128, 5, 1, 1, 8)
+    assert d.smem_bytes("bfloat16", 1536, True) - d.smem_bytes("bfloat16", 1536, True, False) == 2 * 4 * 128 * 4 - 5 * 128 * 4
+    # K-major names <kTwoAccum, kSfaKMajor, kGrouped, kSfaWindowK>
+    assert c.template_args(7168, 1536, "float16", True, True)[-4:] == ("false", "true", "false", 4)
+    assert Dense(128, 128, 5, 1, 1, 8, 1).template_args(4096, 4096, "bfloat16", True, True)[-4:] == ("true", "true", "false", 8)
+    assert c.template_args(7168, 4096, "float32", True, True, True)[-4:] == ("false", "true", "true", 8)
     assert c.threads == 384 and Dense(64, 64).threads == 256
     assert c.label() == "dense 256x128 s3 c2A g16"
 
@@ -143,7 +155,7 @@ def test_grouped_config_rules(monkeypatch):
         grouped.check_grouped_config(Dense(128, 128, 5, 2, 0, 8))
     grouped.check_grouped_config(Dense(256, 128, 3, 2, 1, 8), "bfloat16", 256, True, GemmDesc(4096, 4096, 7168))
     c = Dense(128, 128, 5, 1, 1, 8)
-    assert c.template_args(4096, 7168, "bfloat16", True, True, True)[-3:] == ("false", "true", "true")
+    assert c.template_args(4096, 7168, "bfloat16", True, True, True)[-4:] == ("false", "true", "true", 8)
     assert c.grouped_smem_bytes("bfloat16", 256, 7168) == c.smem_bytes("bfloat16", 7168, True, True) + 1040
     with pytest.raises(ValueError, match="shared memory"):
         grouped.check_grouped_config(Dense(128, 128, 6, 1, 1, 8), "bfloat16", 8192, True, GemmDesc(4096, 4096, 7168))

@@ -5,7 +5,7 @@ widths that straddle two Bs rows (48, 96, 112, 144, 160), CTA pairs sharing A or
 one-wave tiles, M / N / K tails, bf16 and fp16
 out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
 repeatable, inside NaN-poisoned buffers. As in both layouts the kernel reads by TMA: M-major (a
-column per stage) and K-major (a 4-block window per stage; packed, and padded where K / 128 is
+column per stage) and K-major (windows of 4 or 8 K blocks in a ring; packed, and padded where K / 128 is
 not a multiple of 4)."""
 import numpy as np
 import pytest
