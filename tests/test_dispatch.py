@@ -436,9 +436,11 @@ def test_tables_follow_the_gpu_the_user_and_the_environment(tmp_path, monkeypatc
     monkeypatch.setattr(sel, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert sel.table_path("h100") == shipped
-        assert sel.table_path("h100") == shipped
-    assert len(caught) == 1 and "no dispatch table for this GPU (h100)" in str(caught[0].message)
+        assert sel.table_path("h20") == shipped                     # no table of its own
+        assert sel.table_path("h20") == shipped
+    assert len(caught) == 1 and "no dispatch table for this GPU (h20)" in str(caught[0].message)
+    assert sel.table_path("h100") == sel.TABLE_DIR / "h100.json"        # shipped, tuned on an H100
+    assert sel.load_table("h100") and sel.load_table("h100") != sel.load_table("h200")
     user = tmp_path / "tables"
     user.mkdir()
     (user / "h100.json").write_text(json.dumps({"entries": [
