@@ -92,6 +92,59 @@ def m_major_as_ok(p) -> bool:
             and p.sa_stride_k >= p.m)
 
 
+# DeepGEMM 2.6.1's SM90 tile model (its csrc/jit_kernels/heuristics/sm90.hpp), restated: among
+# 64 / 128 / 256-row tiles, widths 16-192 in steps of 16 (past 128 only where the tile reaches two
+# Bs rows evenly), alone or in pairs sharing A or B, the fewest modelled cycles: the L1 and L2
+# bytes each tile moves over those caches' bandwidths, divided by the last wave's fill; pairs only
+# from two waves. Our kernel runs DeepGEMM's tiles at its speed (bench/NOTES.md, sessions 36-39),
+# so the tuner measures this tile beside our own (peer_configs).
+PEER_SMEM = 232448
+PEER_MAX_STAGES = 16
+
+
+def _peer_stages(block_m: int, block_n: int, k: int) -> int:
+    """The stages DeepGEMM's model fits beside its bf16 staging, its Bs copy and its barriers."""
+    kb = cdiv(k, BLOCK_K)
+    cd = -(-block_m * block_n * 2 // 1024) * 1024
+    sfb = -(-kb * 4 * (1 if 128 % block_n == 0 else 2) // 8) * 8
+    per_stage = (block_m + block_n) * BLOCK_K + -(-block_m * 4 // 128) * 128
+    return min((PEER_SMEM - cd - sfb - PEER_MAX_STAGES * 16) // per_stage, PEER_MAX_STAGES)
+
+
+def _peer_cycles(m: int, n: int, k: int, block_m: int, block_n: int, pair_m: int, pair_n: int, num_sms: int) -> float:
+    tiles = cdiv(m, block_m) * cdiv(n, block_n)
+    waves = cdiv(tiles, num_sms)
+    if pair_m * pair_n > 1 and waves <= 1:
+        return float("inf")
+    l2_bw = int(min(64.0 * num_sms, 8e6 / 1.3e3))
+    cd = block_m * block_n * 2
+    l2 = (k * (block_m // pair_n + block_n // pair_m) + cd) * tiles // l2_bw
+    l1 = (k * (block_m + block_n) + k * (max(64, block_m) + block_n) + 2 * cd) * tiles // (128 * num_sms)
+    return int(max(l1, l2) / (tiles / (waves * num_sms)))
+
+
+def peer_tile(m: int, n: int, k: int, num_sms: int = DEFAULT_NUM_SMS) -> tuple:
+    """(block_m, block_n, pair_m, pair_n) as DeepGEMM's model picks them for a dense bf16 GEMM:
+    pair_m = 2 pairs two row tiles sharing B, pair_n = 2 two column tiles sharing A."""
+    best, best_cycles = None, None
+    for pair_m, pair_n in ((1, 1), (1, 2), (2, 1)):
+        if num_sms % (pair_m * pair_n):
+            continue
+        for block_m in (64, 128, 256):
+            for block_n in range(16, 193, 16):
+                if block_n > 128 and block_n % (block_n - 128) and 128 % (block_n - 128):
+                    continue
+                if block_m > 128 and block_n > 128:
+                    continue
+                stages = _peer_stages(block_m, block_n, k)
+                if stages < 3 or (block_m * block_n < 128 * 192 and stages < 4):
+                    continue
+                cycles = _peer_cycles(m, n, k, block_m, block_n, pair_m, pair_n, num_sms)
+                if best is None or cycles < best_cycles:       # the first of equals, as DeepGEMM's loop
+                    best, best_cycles = (block_m, block_n, pair_m, pair_n), cycles
+    return best
+
+
 @dataclass(frozen=True)
 class Dense(Candidate):
     """block_m x block_n tiles, ``stages`` ring buffers, ``cluster`` CTAs per pair (1 or 2) sharing
@@ -110,16 +163,21 @@ class Dense(Candidate):
 
     def registers_ok(self) -> bool:
         """The math threads' accumulator registers fit: one wgmma accumulator and a sum per wave,
-        block_n / 2 floats each. NOTES: nvcc 13.0 compiled 256 x 128 (192 floats) without spills
-        and 128 x 192, 128 x 256 with them; a straddling width keeps two more scale products
-        per wave live, so 160 there (tests/test_kernels_compile.py holds every configuration)."""
+        block_n / 2 floats each, at most 192. NOTES: nvcc 13.0 compiled 256 x 128 (192 floats)
+        without spills and 128 x 256 with them; 128 x 192 spilled until the K loop's descriptors
+        were built as register pairs and its unreachable runtime-`former` copy went (session 40;
+        tests/test_kernels_compile.py holds every configuration)."""
         waves = 2 if self.block_m == 256 else 1
-        return (1 + waves + self.two_accum) * self.block_n // 2 <= (192 if 128 % self.block_n == 0 else 160)
+        return (1 + waves + self.two_accum) * self.block_n // 2 <= 192
 
     def two_accum_ok(self) -> bool:
         """Two accumulators only on one-wave tiles (64 or 128 rows) inside one Bs row (the kernel's
-        static_assert: with straddling widths its wholly unrolled loop spilled)."""
-        return self.two_accum in (0, 1) and (not self.two_accum or (self.block_m != 256 and 128 % self.block_n == 0))
+        static_assert: with straddling widths its wholly unrolled loop spilled), below 16 stages
+        (nvcc 13.0 spilled 64 x 16 and 64 x 32 at 16 stages and K = 4096, not at 15) and not
+        64 x 128 (it spilled there at 8 stages, K = 4096; 128 x 128 does not)."""
+        return self.two_accum in (0, 1) and (not self.two_accum or (
+            self.block_m != 256 and 128 % self.block_n == 0 and self.stages < 16
+            and (self.block_m == 128 or self.block_n < 128)))
 
     @property
     def threads(self) -> int:
@@ -205,11 +263,9 @@ class Dense(Candidate):
         return grid
 
     def grouped_ok(self) -> str:
-        """Why this config cannot run a grouped GEMM ("" where it can): a pair must share A (its
-        two tiles' rows, hence one group), and the K-major As window must be switched on (a
-        group's first row is any row; an M-major As box cannot start there)."""
-        if self.cluster == 2 and not self.multicast_a:
-            return "a grouped pair shares A (multicast_a=1): its two tiles may hold different groups' B"
+        """Why this config cannot run a grouped GEMM ("" where it can): the K-major As window must
+        be switched on (a group's first row is any row; an M-major As box cannot start there). A
+        pair sharing B multicasts it only where its two row tiles are one group's (the kernel)."""
         if not K_MAJOR_SWITCH:
             return "the grouped dense mode reads As K-major, which FP8GEMM_DENSE_K_MAJOR=0 turns off"
         return ""
@@ -268,4 +324,20 @@ class Dense(Candidate):
         out += [cls(128, 128, 5, 1, 1, 8, 1), cls(128, 128, 5, 1, 1, 8)]
         if desc.m <= 1024:
             out += [cls(64, 64, 8, 1, 1, 8), cls(128, 64, 6, 1, 1, 8)]
+        return out + [c for c in cls.peer_configs(desc, num_sms) if c not in out]
+
+    @classmethod
+    def peer_configs(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
+        """Our kernel at DeepGEMM's tile (peer_tile) with the most stages that fit beside the
+        staging on K-major As (at most 16), and with two accumulators where a one-wave tile allows
+        them; none where that tile is past what our kernel holds (registers_ok)."""
+        block_m, block_n, pair_m, pair_n = peer_tile(desc.m, desc.n, desc.k, num_sms)
+        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 1))
+        out = []
+        for two in (0, 1):
+            fits = [c for c in (cls(block_m, block_n, s, cluster, share_a, 8, two) for s in range(2, 17))
+                    if c.smem_bytes(desc.out_dtype, desc.k, c.store_ok(desc.out_dtype), True) <= MAX_SMEM_PER_BLOCK
+                    and c.is_valid(desc)]
+            if fits:
+                out.append(fits[-1])
         return out

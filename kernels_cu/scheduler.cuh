@@ -191,14 +191,21 @@ __device__ __forceinline__ void group_tile_prefix(const int32_t* groups, uint32_
 }
 
 /// The rows of global row tile t (0 <= t < prefix[G]): binary search for the group holding it.
-__device__ __forceinline__ TileRows locate_group_tile(uint32_t t, const int32_t* groups, const uint32_t* prefix,
-                                                      uint32_t num_groups, uint32_t group_rows, uint32_t total_rows,
-                                                      uint32_t block_m) {
+/// The group whose row tiles hold row tile t: the last g with prefix[g] <= t (a group with no
+/// tiles shares its prefix with the next one, which is found instead).
+__device__ __forceinline__ uint32_t group_of_tile(uint32_t t, const uint32_t* prefix, uint32_t num_groups) {
     uint32_t lo = 0, hi = num_groups;              // prefix[lo] <= t < prefix[hi]
     while (hi - lo > 1) {
         const uint32_t mid = (lo + hi) / 2;
         if (prefix[mid] <= t) lo = mid; else hi = mid;
     }
+    return lo;
+}
+
+__device__ __forceinline__ TileRows locate_group_tile(uint32_t t, const int32_t* groups, const uint32_t* prefix,
+                                                      uint32_t num_groups, uint32_t group_rows, uint32_t total_rows,
+                                                      uint32_t block_m) {
+    const uint32_t lo = group_of_tile(t, prefix, num_groups);
     uint32_t first, rows;
     group_extent(groups, lo, group_rows, total_rows, first, rows);
     return TileRows{first + (t - prefix[lo]) * block_m, first + rows, lo};

@@ -103,12 +103,16 @@ struct Former {
     static constexpr uint32_t value = kValue;
 };
 
-/// Call f(Former<v>) for the v in {kFirst, kFirst + kStep, ..., kLast} equal to `former`, or
-/// f(Former<kRuntimeFormer>) where none is.
+/// Call f(Former<v>) for the v in {kFirst, kFirst + kStep, ..., kLast} equal to `former`. The
+/// caller passes every value `former` can take, so kLast is taken without a compare. NOTES: no
+/// runtime fallback (DeepGEMM's dispatch has none): an f(Former<kRuntimeFormer>) never reached was
+/// still one more copy of the K loop, and at 128 x 192 its per-group scale selects and products
+/// raised the register pressure of the whole math path (the tile state live across it spilled).
 template <uint32_t kFirst, uint32_t kStep, uint32_t kLast, typename F>
 __device__ __forceinline__ void with_former(uint32_t former, const F& f) {
-    if constexpr (kStep == 0 || kFirst > kLast) {
-        f(Former<kRuntimeFormer>{});
+    static_assert(kStep > 0 && kFirst <= kLast && (kLast - kFirst) % kStep == 0, "a nonempty range");
+    if constexpr (kFirst == kLast) {
+        f(Former<kLast>{});
     } else {
         if (former == kFirst) {
             f(Former<kFirst>{});
@@ -116,6 +120,19 @@ __device__ __forceinline__ void with_former(uint32_t former, const F& f) {
         }
         with_former<kFirst + kStep, kStep, kLast>(former, f);
     }
+}
+
+/// smem_desc_from_lo built as a register pair (mov.b64 {lo, hi}, as DeepGEMM's GmmaDescriptor
+/// union compiles), not in 64-bit arithmetic (cvt + or.b64). NOTES: where the stage of each K block
+/// of the unrolled loop is known at compile time and the body visits a stage twice (4 stages, 8 K
+/// blocks unrolled, a tile's K blocks a multiple of 4), ptxas reuses the first visit's descriptors:
+/// as 64-bit values (32 of them) it kept them in pairs of regular registers and took the function
+/// off the uniform datapath (barrier, Bs and descriptor addresses in regular registers), and
+/// 128 x 192 spilled; as pairs it keeps the 32-bit low halves in uniform registers (0 spills).
+__device__ __forceinline__ uint64_t desc_from_lo(uint32_t lo) {
+    uint64_t desc;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(lo), "r"(kSmemDescK128bHi));
+    return desc;
 }
 
 __host__ __device__ constexpr uint32_t gcd(uint32_t a, uint32_t b) { return b == 0 ? a : gcd(b, a % b); }
@@ -206,9 +223,9 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     static_assert(kShapeN % 8 == 0 || !kTmaStore, "TMA store: whole 16-byte rows");
     // Grouped tiles start at any row (a group's first), and a TMA box's inner coordinate must be a
     // multiple of 16 bytes: an M-major As box (inner coordinate = the row) cannot start there, a
-    // K-major window can. A pair shares A (the same rows, so the same group), never B.
+    // K-major window can. A pair sharing A has the same rows, so the same group; a pair sharing B
+    // (two row tiles) shares it only where both row tiles are one group's (the producer checks).
     static_assert(!kGrouped || kSfaKMajor, "grouped: As K-major");
-    static_assert(!kGrouped || kCluster == 1 || kMulticastA, "grouped pairs share A");
 
     constexpr bool kUniformB = BLOCK_K % BLOCK_N == 0;         // the tile inside one Bs row always
     constexpr uint32_t kAStage = BLOCK_M * BLOCK_K;
@@ -286,8 +303,14 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             uint32_t sfa_slot = 0;          // K-major: the ring slot of the next As window
             constexpr uint16_t kPairMask = 0x3;
             while (tiles.next(m_block, n_block)) {
-                const bool share = kCluster > 1 && tiles.shared;
+                bool share = kCluster > 1 && tiles.shared;
                 const TileRows rows = locate(m_block);
+                // Grouped pairs sharing B: the raster pairs row tiles m_block and m_block ^ 1 (an even
+                // first, kGroup even); their groups' weights are one B only where the groups are one.
+                // Both CTAs compare the same two tiles, so they agree; unshared, each loads its own B
+                // (the empty barriers count both CTAs' math warps either way).
+                if constexpr (kGrouped && kCluster > 1 && !kMulticastA)
+                    share = share && group_of_tile(m_block ^ 1u, tile_prefix, num_groups) == rows.group;
                 const uint32_t a_row = rows.row_base, b_row = rows.group * kShapeN + n_block * BLOCK_N;
 #pragma unroll 1
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
@@ -445,8 +468,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                         wgmma_fence();
 #pragma unroll
                         for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k)
-                            Mma::mma(smem_desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
-                                     smem_desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), accum, k > 0 ? 1u : 0u);
+                            Mma::mma(desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
+                                     desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), accum, k > 0 ? 1u : 0u);
                         wgmma_commit_group();
                         wgmma_wait<0>();
                         wgmma_fence_operands(accum);
@@ -508,8 +531,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     wgmma_fence();
 #pragma unroll
                     for (uint32_t k = 0; k < BLOCK_K / kWgmmaKFp8; ++k)
-                        Mma::mma(smem_desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
-                                 smem_desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), cur, k > 0 ? 1u : 0u);
+                        Mma::mma(desc_from_lo(lo_a + k * (kWgmmaKFp8 >> 4)),
+                                 desc_from_lo(lo_b + k * (kWgmmaKFp8 >> 4)), cur, k > 0 ? 1u : 0u);
                     wgmma_commit_group();
                     if constexpr (decltype(promote_tag)::value) {
                         wgmma_wait<1>();
@@ -547,11 +570,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             };
             // NOTES: DeepGEMM's bound: a compile-time `former` where the tile start takes at most 4
             // positions in a Bs row (gcd(BLOCK_N, 128) >= 32); a runtime compare per accumulator
-            // group otherwise.
+            // group otherwise. The tile starts at a multiple of gcd(BLOCK_N, 128) in its Bs row, so
+            // `former` is a multiple of it up to min(BLOCK_N, 128) (at most 128: 192 takes 64 or 128).
             constexpr uint32_t kGap = gcd(BLOCK_N, BLOCK_K) / 8;
             constexpr bool kFold = !kUniformB && BLOCK_K / gcd(BLOCK_N, BLOCK_K) <= 4;
             if constexpr (kUniformB) run_loop(Former<BLOCK_N / 8>{});
-            else if constexpr (kFold) with_former<kGap, kGap, BLOCK_N / 8>(former / 8, run_loop);
+            else if constexpr (kFold) with_former<kGap, kGap, (BLOCK_N < BLOCK_K ? BLOCK_N : BLOCK_K) / 8>(former / 8, run_loop);
             else run_loop(Former<kRuntimeFormer>{});
 
             // ---- epilogue: each live wave's 64 rows of this warpgroup ----

@@ -44,20 +44,25 @@ def m_major(sa):
     return buf[:, :m].t()
 
 
+def contenders(deep_gemm, m, n, k):
+    """(a, b, sa, sb, sa_mm, {"deepgemm": its call on its TMA-aligned M-major As, "ours": the
+    dispatcher's pick on our quantizer's K-major As}) for one random case."""
+    a, b, sa, sb = random_case(m, n, k, seed=1).as_torch()
+    d_dg = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    align = getattr(deep_gemm, "get_mn_major_tma_aligned_tensor", None) or deep_gemm.get_col_major_tma_aligned_tensor
+    sa_dg = align(sa)
+    fns = {"deepgemm": lambda: deep_gemm.fp8_gemm_nt((a, sa_dg), (b, sb), d_dg, disable_ue8m0_cast=True) or d_dg,
+           "ours": lambda: fp8gemm.matmul(a, b, sa, sb)}
+    return a, b, sa, sb, m_major(sa), fns
+
+
 def main(out_path, iters=20):
     import deep_gemm
     flush = L2Flush()
     rows = []
     for (m, n, k), cfgs in CASES:
-        case = random_case(m, n, k, seed=1)
-        a, b, sa, sb = case.as_torch()
-        sa_mm = m_major(sa)
-        d_dg = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-        align = getattr(deep_gemm, "get_mn_major_tma_aligned_tensor", None) or deep_gemm.get_col_major_tma_aligned_tensor
-        sa_dg = align(sa)
-        fns = {"deepgemm": lambda: deep_gemm.fp8_gemm_nt((a, sa_dg), (b, sb), d_dg, disable_ue8m0_cast=True),
-               "ours": lambda: fp8gemm.matmul(a, b, sa, sb),
-               "ours_mm": lambda: fp8gemm.matmul(a, b, sa_mm, sb)}
+        a, b, sa, sb, sa_mm, fns = contenders(deep_gemm, m, n, k)
+        fns["ours_mm"] = lambda: fp8gemm.matmul(a, b, sa_mm, sb)
         for cfg in cfgs:
             c = Dense(*cfg)
             fns[c.label()] = (lambda c=c: fp8gemm.matmul(a, b, sa_mm, sb, config=c))
@@ -66,7 +71,6 @@ def main(out_path, iters=20):
         ref = None
         for name, fn in fns.items():
             got = fn()
-            got = d_dg if got is None else got
             torch.cuda.synchronize()
             if ref is None:
                 ref = got.float().clone()

@@ -17,7 +17,7 @@ n, k, experts = 4096, 4096, 256
 rows = [int(r) for r in (sys.argv[1] if len(sys.argv) > 1 else "128,192,256").split(",")]
 b = torch.randint(0, 0x70, (experts, n, k), dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
 sb = torch.rand((experts, n // 128, k // 128), device="cuda") * 1e-3 + 5e-4
-configs = [None, Dense(128, 128, 5, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8)]
+configs = [None, Dense(128, 128, 5, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8), Dense(128, 128, 5, 2, 0, 8)]
 calls = []
 for r in rows:
     p = r * experts

@@ -18,7 +18,7 @@ def test_width_rule(block_n, ok):
     assert dense.width_ok(block_n) is ok
 
 
-@pytest.mark.parametrize("cfg,ok", [((256, 128), True), ((128, 160), True), ((128, 192), False),
+@pytest.mark.parametrize("cfg,ok", [((256, 128), True), ((128, 160), True), ((128, 192), True),
                                     ((128, 256), False), ((256, 160), False), ((64, 256), False),
                                     ((64, 144), True), ((256, 96), True)])
 def test_register_rule(cfg, ok):
@@ -91,6 +91,34 @@ def test_table_entry_and_tuner_candidates(monkeypatch):
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096, "float32")) == []
 
 
+@pytest.mark.parametrize("shape,tile", [
+    ((4096, 4096, 4096), (256, 128, 1, 2)),     # the milestone: 256 x 128 pairs sharing A
+    ((16384, 8192, 4096), (256, 128, 1, 2)),
+    ((128, 4096, 8192), (64, 64, 1, 1)),        # the milestone's small M
+    ((4096, 1536, 4096), (128, 192, 2, 1)),     # a straddling width in pairs sharing B
+    ((384, 4096, 4096), (128, 96, 1, 1)),
+    ((4096, 512, 4096), (128, 128, 1, 1)),      # 128 tiles: one wave, no pair
+])
+def test_peer_tile(shape, tile):
+    """DeepGEMM's model (peer_tile) as its 2.6.1 picks these shapes' tiles on 132 SMs."""
+    assert dense.peer_tile(*shape) == tile
+
+
+def test_peer_configs(monkeypatch):
+    """The tuner measures our kernel at DeepGEMM's tile with the most stages that fit (two
+    accumulators beside where the tile allows them), none where the tile is past our registers."""
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+    got = Dense.peer_configs(GemmDesc(512, 512, 4096))
+    assert [c.label() for c in got] == ["dense 64x32 s16 g8", "dense 64x32 s15 g8 2acc"]
+    assert all(c in Dense.tuner_candidates(GemmDesc(512, 512, 4096)) for c in got)
+    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 1, 8)]
+    big = Dense(128, 96, 8, 1, 1, 8)
+    assert big.smem_bytes("bfloat16", 4096, True, True) > dense.MAX_SMEM_PER_BLOCK
+    pairs_b = Dense.peer_configs(GemmDesc(184, 8192, 4096))
+    assert [(c.block_m, c.block_n, c.cluster, c.multicast_a) for c in pairs_b] == [(64, 96, 2, 0)]
+    assert Dense.peer_configs(GemmDesc(4096, 1536, 4096)) == [Dense(128, 192, 4, 2, 0, 8)]
+
+
 def _problem(m, k, sa_stride_m, sa_stride_k, sa_ptr=1 << 20):
     return SimpleNamespace(m=m, k=k, sa_ptr=sa_ptr, sa_stride_m=sa_stride_m, sa_stride_k=sa_stride_k)
 
@@ -143,16 +171,15 @@ def test_dispatcher_falls_back_where_as_is_unreadable(monkeypatch):
 
 
 def test_grouped_config_rules(monkeypatch):
-    """A forced grouped Dense: refused without the K-major switch (its As window) and for pairs
-    sharing B (their tiles may hold two groups); with the switch, its template names kGrouped last
+    """A forced grouped Dense: refused without the K-major switch (its As window); pairs sharing A
+    or B accepted (the kernel multicasts B only within a group); its template names kGrouped last
     and its shared memory counts the tile prefix."""
     from fp8gemm.dispatch import grouped
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", False)
     with pytest.raises(ValueError, match="FP8GEMM_DENSE_K_MAJOR=0"):
         grouped.check_grouped_config(Dense(128, 128, 5, 1, 1, 8))
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
-    with pytest.raises(ValueError, match="shares A"):
-        grouped.check_grouped_config(Dense(128, 128, 5, 2, 0, 8))
+    grouped.check_grouped_config(Dense(128, 128, 5, 2, 0, 8))       # pairs sharing B: where one group's
     grouped.check_grouped_config(Dense(256, 128, 3, 2, 1, 8), "bfloat16", 256, True, GemmDesc(4096, 4096, 7168))
     c = Dense(128, 128, 5, 1, 1, 8)
     assert c.template_args(4096, 7168, "bfloat16", True, True, True)[-4:] == ("false", "true", "true", 8)

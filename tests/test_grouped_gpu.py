@@ -363,18 +363,21 @@ DENSE_K_MAJOR = pytest.mark.skipif(not dense.K_MAJOR_SWITCH, reason="the dense g
 
 
 @DENSE_K_MAJOR
-@pytest.mark.parametrize("config", ["128x128", "128x128 2acc", "64x64", "256x128 c2A", "128x96", "128x128 c2A"])
+@pytest.mark.parametrize("config", ["128x128", "128x128 2acc", "64x64", "256x128 c2A", "128x96", "128x128 c2A",
+                                    "128x128 c2B", "64x96 c2B"])
 @pytest.mark.parametrize("sizes", ["tails", "one_takes_all", "even"], ids=str)
 @pytest.mark.parametrize("n,out_dtype", [(300, "bfloat16"), (256, "float16")], ids=str)
 def test_dense_grouped_contiguous_and_masked(sizes, config, n, out_dtype):
     """The dense kernel's grouped mode (forced): group ends inside a tile (direct stores there, TMA
-    stores for whole tiles), empty groups, N tails, a straddling width, pairs sharing A; NaN in
+    stores for whole tiles), empty groups, N tails, a straddling width, pairs sharing A, pairs
+    sharing B (multicast where both row tiles are one group's, else not); NaN in
     out= outside the groups stays (contiguous: rows past offsets[G]; masked: every padding row)."""
     import cupy
     from fp8gemm.dispatch import Dense
     config = {"128x128": Dense(128, 128, 5, 1, 1, 8), "128x128 2acc": Dense(128, 128, 5, 1, 1, 8, 1),
               "64x64": Dense(64, 64, 8, 1, 1, 8), "256x128 c2A": Dense(256, 128, 3, 2, 1, 8),
-              "128x96": Dense(128, 96, 6, 1, 1, 8), "128x128 c2A": Dense(128, 128, 5, 2, 1, 8)}[config]
+              "128x96": Dense(128, 96, 6, 1, 1, 8), "128x128 c2A": Dense(128, 128, 5, 2, 1, 8),
+              "128x128 c2B": Dense(128, 128, 5, 2, 0, 8), "64x96 c2B": Dense(64, 96, 8, 2, 0, 8)}[config]
     group_sizes = SIZES[sizes]
     a, sa, b, sb, offsets = contiguous_case(group_sizes, n, 1024, seed=37)
     p = a.shape[0]

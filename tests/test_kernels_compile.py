@@ -168,7 +168,8 @@ def _dense_instantiations():
         seen.add((c.variant, c.template_args(n, k, "bfloat16", True)))
     # the grouped mode as tests/test_grouped_gpu.py forces it (As K-major; fp32 out coarse)
     for c in (Dense(128, 128, 5, 1, 1, 8), Dense(128, 128, 5, 1, 1, 8, 1), Dense(64, 64, 8, 1, 1, 8),
-              Dense(256, 128, 3, 2, 1, 8), Dense(128, 96, 6, 1, 1, 8), Dense(128, 128, 5, 2, 1, 8)):
+              Dense(256, 128, 3, 2, 1, 8), Dense(128, 96, 6, 1, 1, 8), Dense(128, 128, 5, 2, 1, 8),
+              Dense(128, 128, 5, 2, 0, 8), Dense(64, 96, 8, 2, 0, 8)):
         for n, dt in ((300, "bfloat16"), (256, "float16"), (4096, "bfloat16")):
             for store in {c.store_ok(dt) and n % 8 == 0 and c.grouped_smem_bytes(dt, 16, 1024) <= 232448, False}:
                 seen.add((c.variant, c.template_args(n, 1024, dt, store, True, True)))

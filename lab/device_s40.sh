@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One device call (session 40, issues 55 and 29), parts by switch; carry .peers.
+#   GTEST=1  the dense grouped GPU tests (pairs sharing B: multicast within one group only)
+#   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
+#   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py)
+#   TUNE=1   fp8gemm-tune over the trace (DeepGEMM's tile among the dense candidates); --state lets
+#            a later call finish (STATE: the earlier state file)
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
+if [ -n "$GAB$DGTILE" ]; then
+  . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
+fi
+if [ -n "$GTEST" ]; then
+  timeout ${GTEST_S:-150} python3 -m pytest -q -x -p no:cacheprovider -n 8 tests/test_grouped_gpu.py -k "dense" $GTEST_MORE \
+    > "$OUT/grouped_tests.log" 2>&1; echo "grouped dense tests rc=$?"; tail -3 "$OUT/grouped_tests.log" | cut -c1-300
+fi
+if [ -n "$GAB" ]; then
+  GAB_CONFIGS=${GAB_CONFIGS:-0,5,6,7} GAB_LAYERS=${GAB_LAYERS:-0,1} timeout ${GAB_S:-150} \
+    python3 lab/grouped_dense_ab.py "$OUT/gab.json" ${ITERS:-10} ${GAB_TOKENS:-4096,8192} 2>&1 | grep -v Warn \
+    > "$OUT/gab.log"; echo "grouped ab rc=${PIPESTATUS[0]}"; grep -E "T=|Error" "$OUT/gab.log" | cut -c1-140
+fi
+if [ -n "$DGTILE" ]; then
+  timeout ${AB_S:-190} python3 lab/dense_dgtile.py "$OUT/dgtile.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile.log"
+  echo "dgtile rc=${PIPESTATUS[0]}"; grep -E "past|Error|DeepGEMM's tile" "$OUT/dgtile.log" | cut -c1-150
+  python3 - "$OUT/dgtile.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows}, key=lambda s: (s[2], s[1], s[0]))
+for s in shapes:
+    rr = [r for r in rows if (r["m"], r["n"], r["k"]) == s]
+    dg = next(r["us"] for r in rr if r["name"] == "deepgemm")
+    print("%5dx%5dx%5d DG %7.2f | " % (*s, dg) + " | ".join("%s %.3f" % (r["name"].replace("dense ", ""), r["vs_dg"]) for r in rr if r["name"] != "deepgemm"))
+PY
+fi
+if [ -n "$TUNE" ]; then
+  tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)
+  [ -n "$STATE" ] && cp "$STATE" "$OUT/tune.state.json"
+  timeout ${TUNE_S:-240} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" \
+    --warm-workers 12 $TUNE_ARGS > "$OUT/tune.log" 2>&1; echo "tune rc=$?"; tail -8 "$OUT/tune.log"
+fi
+python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash"
