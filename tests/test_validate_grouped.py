@@ -194,9 +194,12 @@ def test_forced_grouped_config_rules():
         g.check_grouped_config(ok)
         g.check_grouped_config(ok, "bfloat16", 256, True, g.GemmDesc(1000, 4096, 4096, "bfloat16"))
     from fp8gemm.dispatch import dense
-    dense_msg = "FP8GEMM_DENSE_K_MAJOR=0" if not dense.K_MAJOR_SWITCH else "shares A"
+    if dense.K_MAJOR_SWITCH:            # pairs sharing A or B (B multicast within a group only)
+        g.check_grouped_config(Dense(cluster=2, multicast_a=0))
+    else:
+        with pytest.raises(ValueError, match="FP8GEMM_DENSE_K_MAJOR=0"):
+            g.check_grouped_config(Dense())
     for bad, msg in ((ShortK(64, 64), "General, SwapAB, Wg3 or Dense"),
-                     (Dense(cluster=2, multicast_a=0) if dense.K_MAJOR_SWITCH else Dense(), dense_msg),
                      (General(64, 6, 8, 1, 64), "128-row tiles"),
                      (General(128, 5, 8, 2), "no K split")):
         with pytest.raises(ValueError, match=msg):
