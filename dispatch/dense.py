@@ -27,6 +27,11 @@ BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
 # the H100 suite and the four sanitizers. FP8GEMM_DENSE_K_MAJOR=0 turns it off (forced K-major
 # configs and the grouped dense mode refuse, the tuner offers no dense configuration).
 K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "1") != "0"
+# NOTES (session 40, CPU only): tiles whose rows are 64 * odd bytes (96 bf16 columns) stored
+# directly, about 440 SASS instructions per thread and half-sector writes, against DeepGEMM's
+# 64B-swizzled TMA store (about 73); the kernel now has that staging too (epilogue.cuh, kSwz = 64).
+# Not yet run on a GPU: FP8GEMM_DENSE_STORE_64B=1 turns it on (GPU tests, then the A/B).
+STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "0") == "1"
 # K-major As comes in windows of 4 or 8 K blocks (16 / 32 bytes per row: TMA's least box is 16),
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
@@ -198,9 +203,16 @@ class Dense(Candidate):
         return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
                 + self.staging_bytes(out_dtype, tma_store) + sfa + sfb + BARRIER_BYTES * self.stages)
 
+    def store_swizzle(self, out_dtype: str) -> int:
+        """The staging's chunk row bytes and the C map's swizzle (the kernel's kStoreSwizzle): 128
+        where a tile row is whole 128-byte chunks, else 64 (96 bf16 columns: DeepGEMM's 64B swizzle)."""
+        return 128 if (self.block_n * OUT_BYTES[out_dtype]) % 128 == 0 else 64
+
     def store_ok(self, out_dtype: str) -> bool:
-        """Whether this width can use the TMA-store staging (rows of whole 128-byte chunks)."""
-        return (self.block_n * OUT_BYTES[out_dtype]) % 128 == 0
+        """Whether this width can use the TMA-store staging: rows of whole 128-byte chunks, or with
+        STORE_64B_SWITCH of 64-byte chunks (64B-swizzled)."""
+        row = self.block_n * OUT_BYTES[out_dtype]
+        return row % 128 == 0 or (STORE_64B_SWITCH and row % 64 == 0)
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (desc.shape_ok() and desc.out_dtype != "float32" and self.block_m in BLOCK_MS
@@ -242,13 +254,14 @@ class Dense(Candidate):
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
                     + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),)
-                    + NO_GROUPS, tma_store=store, num_tiles=tiles)
+                    + NO_GROUPS, tma_store=store, num_tiles=tiles,
+                    store_swizzle=self.store_swizzle(p.out_dtype))
 
     def _store(self, p, ldc: int, out_aligned: bool, smem_for) -> tuple:
         """(TMA store, shared memory bytes): the staging where the width and C's layout allow it
         and it fits beside this ring (smem_for(store) -> bytes), else direct stores."""
         store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
-                                                           out_aligned)
+                                                           out_aligned, chunk=self.store_swizzle(p.out_dtype))
         smem = smem_for(store)
         if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
             store, smem = False, smem_for(False)
@@ -300,7 +313,8 @@ class Dense(Candidate):
         check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m)),) + group_args(gp),
-                    tma_store=store, num_tiles=tiles)
+                    tma_store=store, num_tiles=tiles,
+                    store_swizzle=self.store_swizzle(p.out_dtype))
 
     @classmethod
     def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, reason: str = "") -> Dense:
@@ -335,8 +349,11 @@ class Dense(Candidate):
         cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 1))
         out = []
         for two in (0, 1):
+            # The 64B-swizzled staging (96 columns) does not take stages from the ring: where it
+            # does not fit beside it, the plan stores directly (_store).
             fits = [c for c in (cls(block_m, block_n, s, cluster, share_a, 8, two) for s in range(2, 17))
-                    if c.smem_bytes(desc.out_dtype, desc.k, c.store_ok(desc.out_dtype), True) <= MAX_SMEM_PER_BLOCK
+                    if c.smem_bytes(desc.out_dtype, desc.k, c.store_ok(desc.out_dtype)
+                                    and c.store_swizzle(desc.out_dtype) == 128, True) <= MAX_SMEM_PER_BLOCK
                     and c.is_valid(desc)]
             if fits:
                 out.append(fits[-1])

@@ -6,6 +6,7 @@ counts stay on the GPU, so the choice works from an estimate of the rows per gro
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from .. import compiler, tma
@@ -13,6 +14,7 @@ from ..hw import MAX_GROUPS, MAX_SMEM_PER_BLOCK
 from ..launcher import Plan, check_units, gemm_args, sm_count, token_tiles
 from .general import (BLOCK_M, BLOCK_NS, MAX_STAGES, NO_SCALE_MAP, SWAP_BLOCK_NS, TAIL_SPLIT, General, SwapAB,
                       prefix_bytes, ring_smem_bytes, split_count, tail_split_pays, threads)
+from . import dense
 from .dense import Dense
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, Candidate, GemmDesc, cdiv
 from .wg3 import Wg3
@@ -41,6 +43,12 @@ MOE_CHOICE_ROWS = (200.0, 450.0)
 # chain's swap-AB on 1-4 rows each), 0.96-1.07x at 64-128 tokens (2-6 rows), 0.92-1.03x from 48
 # rows on (the same 128-row tiles, or 192-row ones).
 FUSED_ROWS = (8.0, 32.0)
+# The dense kernel's grouped mode in pairs of one expert's row tiles sharing its weights by
+# multicast (Dense c2B): NOTES (session 40, H100, lab/grouped_dense_ab.py, V4-Flash uniform top-6):
+# 0.876x / 0.898x DeepGEMM's time at 4096 tokens (L1 / L2), 1.031x / 1.062x at 8192, 0.4-2.7%
+# ahead of our default tiles. FP8GEMM_GROUPED_DENSE=1 makes it the 128-row tile (lab A/B and
+# fp8gemm-bench --moe) until both GPUs, both models and skewed routing have measured it.
+GROUPED_DENSE = os.environ.get("FP8GEMM_GROUPED_DENSE", "0") == "1"
 
 
 def rows_estimate(rows: int, num_groups: int):
@@ -106,7 +114,7 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
 
 def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: float | None = None,
               active_groups: int | None = None, num_sms: int = DEFAULT_NUM_SMS, precise_fp32: bool = True,
-              wg3: bool | None = None) -> Candidate:
+              wg3: bool | None = None, dense_ok: bool = True) -> Candidate:
     """The tile of a grouped GEMM over ``num_groups`` weight matrices [N, K].
 
     ``rows_per_group``: about how many rows a non-empty group holds (None: unknown, many). Up to
@@ -116,7 +124,9 @@ def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: f
     or fp32 when not ``precise_fp32``: it promotes per 128-wide K block only). Otherwise 128-row
     token tiles and block_n 128 (the smallest tile holding N below that). ``wg3`` True / False:
     the 192-row tiles (where the output allows them) / never, whatever the estimate (fp8gemm.moe's
-    device-side choice). Stages: as many as shared memory holds beside the tile prefix."""
+    device-side choice). With FP8GEMM_GROUPED_DENSE=1 (lab), the dense kernel's pairs sharing an
+    expert's weights instead of the 128-row tiles, where ``dense_ok`` (the As TMA can read
+    K-major). Stages: as many as shared memory holds beside the tile prefix."""
     if not 1 <= num_groups <= MAX_GROUPS:
         raise ValueError(f"grouped GEMM takes 1..{MAX_GROUPS} groups; got {num_groups}")
     window = WG3_ROWS
@@ -127,7 +137,11 @@ def candidate(n: int, k: int, out_dtype: str, num_groups: int, rows_per_group: f
                                            f"group), stages={stages}")
             if c.grouped_smem_bytes(out_dtype, num_groups) <= MAX_SMEM_PER_BLOCK:
                 return c
-    if rows_per_group is not None and rows_per_group <= SWAP_MAX_ROWS:
+    if (GROUPED_DENSE and dense_ok and dense.K_MAJOR_SWITCH and wg3 is not True and (out_dtype != "float32" or not precise_fp32)
+            and cdiv(k, BLOCK_K) % 4 == 0 and (rows_per_group is None or rows_per_group > SWAP_MAX_ROWS)):
+        c = Dense(128, 128, 5, 2, 0, 2, reason="grouped: dense 128 x 128, pairs of an expert's row tiles sharing "
+                                               "its weights (FP8GEMM_GROUPED_DENSE=1)")
+    elif rows_per_group is not None and rows_per_group <= SWAP_MAX_ROWS:
         block_n = next(b for b in SWAP_BLOCK_NS if b >= rows_per_group)
         active = max(1, min(num_groups, active_groups or num_groups))
         tiles = active * cdiv(n, BLOCK_M)

@@ -124,16 +124,18 @@ class KernelParams:
         ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[index], bytes(desc), 128)
 
 
-def tma_store_ok(n: int, block_n: int, esize: int, ldc: int, out_aligned: bool, narrow: bool = False) -> bool:
+def tma_store_ok(n: int, block_n: int, esize: int, ldc: int, out_aligned: bool, narrow: bool = False,
+                 chunk: int = STORE_CHUNK_BYTES) -> bool:
     """Whether the epilogue may store C through TMA: a tile row is whole 128-byte swizzle chunks
     (or, where the kernel has the unswizzled staging, ``narrow``: NARROW_ROW_BYTES), C's base and
     row pitch are 16-byte aligned, and a row of C (N elements) ends on a 16-byte boundary. NOTES: the last condition because a TMA store clips a box at the tensor's inner
     extent only to 16-byte granularity: with N * esize % 16 != 0 it also wrote the elements from
     N up to the next 16-byte boundary, i.e. past the end of each row of an output view (found by
     the NaN-poisoned border test at N = 300 bf16; triton-lang/triton#11583 reports the
-    same on H100)."""
+    same on H100). ``chunk``: the staging's chunk row bytes (128, or 64 for a kernel with the 64B-swizzled
+    staging: the dense kernel's 96-column bf16 tiles)."""
     row = block_n * esize
-    return ((row % STORE_CHUNK_BYTES == 0 or (narrow and row in NARROW_ROW_BYTES)) and out_aligned
+    return ((row % chunk == 0 or (narrow and row in NARROW_ROW_BYTES)) and out_aligned
             and (ldc * esize) % 16 == 0 and (n * esize) % 16 == 0)
 
 
@@ -199,13 +201,14 @@ class Plan:
     gemm_args. Built by each variant's ``plan`` (dispatch/); ``run`` fills in the output (its C
     tensor map when ``tma_store``) and, with ``splits`` other than 1, the stream's split-K workspace for
     ``ws_floats`` partial sums and ``num_tiles`` counters. ``store_box``: 0, the C map's box is one
-    128-byte swizzled chunk; else that many columns, unswizzled (the narrow tiles' staging)."""
+    128-byte swizzled chunk (``store_swizzle`` 64: a 64-byte chunk, 64B-swizzled); else that many
+    columns, unswizzled (the narrow tiles' staging)."""
 
     def __init__(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, args: tuple,
                  *, tma_store: bool = False, splits: int = 1, num_tiles: int = 0, ws_floats: int = 0,
-                 store_box: int = 0):
+                 store_box: int = 0, store_swizzle: int = STORE_CHUNK_BYTES):
         self.tma_store, self.splits, self.num_tiles, self.ws_floats = tma_store, splits, num_tiles, ws_floats
-        self.store_box = store_box
+        self.store_box, self.store_swizzle = store_box, store_swizzle
         self.grid = grid
         self.smem_bytes = smem_bytes
         self.function = kern.kernel.ptr
@@ -230,8 +233,9 @@ class Plan:
                 if self.tma_store:
                     params.set_desc(_ARG_TMAP_C, tma.encode_2d(
                         out_ptr, self.m, self.n, self.ldc * self.esize, 64,
-                        self.store_box or STORE_CHUNK_BYTES // self.esize, self.esize,
-                        tma.SWIZZLE_NONE if self.store_box else tma.SWIZZLE_128B))
+                        self.store_box or self.store_swizzle // self.esize, self.esize,
+                        tma.SWIZZLE_NONE if self.store_box
+                        else tma.SWIZZLE_64B if self.store_swizzle == 64 else tma.SWIZZLE_128B))
                 self._out_ptr = out_ptr
             if ws and (ws, counters) != self._ws:
                 params.set_u64(_ARG_WORKSPACE, ws)

@@ -52,24 +52,31 @@ __device__ __forceinline__ void staged_store_tile(const TmaDescriptor* tmap_c, u
     if (leader) Staging::store(tmap_c, stage, col, row);
 }
 
-template <OutType kOut, uint32_t BLOCK_N>
+///
+/// kSwz: the chunk's row bytes and the map's swizzle, 128 (CU_TENSOR_MAP_SWIZZLE_128B) or 64
+/// (CU_TENSOR_MAP_SWIZZLE_64B: rows of BLOCK_N * sizeof(out) a multiple of 64 but not of 128,
+/// e.g. 96 bf16 columns = 3 chunks of 32, DeepGEMM's kSwizzleDMode = 64). The swizzle XORs the
+/// 16-byte unit index (bits 4..) with address bits 7..: unit u of row r sits at u ^ (r * kSwz /
+/// 128) % (kSwz / 16); a warp's 8 rows of one store still fall on 32 distinct banks.
+template <OutType kOut, uint32_t BLOCK_N, uint32_t kSwz = kSwizzleBytes>
 struct SwizzledStaging {
+    static_assert(kSwz == 128 || kSwz == 64, "128B or 64B swizzled chunks");
     static constexpr uint32_t kBlockN = BLOCK_N;
     static constexpr uint32_t kElemBytes = kOut == OutType::kFP32 ? 4 : 2;
     static constexpr uint32_t kRows = kWgmmaM;                          // one warpgroup's rows
-    static constexpr uint32_t kChunkElems = kSwizzleBytes / kElemBytes;  // columns per chunk
-    static constexpr uint32_t kNumChunks = BLOCK_N * kElemBytes / kSwizzleBytes;
-    static constexpr uint32_t kChunkBytes = kRows * kSwizzleBytes;       // 8 KiB
+    static constexpr uint32_t kChunkElems = kSwz / kElemBytes;          // columns per chunk
+    static constexpr uint32_t kNumChunks = BLOCK_N * kElemBytes / kSwz;
+    static constexpr uint32_t kChunkBytes = kRows * kSwz;               // 8 KiB (4 KiB at 64B)
     static constexpr uint32_t kBytes = kNumChunks * kChunkBytes;        // per warpgroup
-    static constexpr bool kSupported = (BLOCK_N * kElemBytes) % kSwizzleBytes == 0;
+    static constexpr bool kSupported = (BLOCK_N * kElemBytes) % kSwz == 0;
 
     /// Stage the pair (row, col), (row, col + 1); col even, both inside the tile.
     __device__ __forceinline__ static void write_pair(uint8_t* stage, uint32_t row, uint32_t col, float v0,
                                                       float v1) {
         const uint32_t byte = col * kElemBytes;
-        const uint32_t in_chunk = byte % kSwizzleBytes;
-        uint8_t* dst = stage + (byte / kSwizzleBytes) * kChunkBytes + row * kSwizzleBytes +
-                       ((((in_chunk / 16) ^ (row % 8)) * 16) | (in_chunk % 16));
+        const uint32_t in_chunk = byte % kSwz;
+        uint8_t* dst = stage + (byte / kSwz) * kChunkBytes + row * kSwz +
+                       ((((in_chunk / 16) ^ ((row * kSwz / 128) % (kSwz / 16))) * 16) | (in_chunk % 16));
         store_out2<kOut>(dst, 0, v0, v1);
     }
 

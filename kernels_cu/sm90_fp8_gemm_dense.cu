@@ -47,9 +47,9 @@
 // exits it waits for one more round of empty barriers, so that no remote arrival is still in
 // flight towards a CTA that has left.
 //
-// Epilogue: bf16 / fp16 through the 128B-swizzled TMA-store staging of epilogue.cuh, one buffer per
-// (warpgroup, wave); masked direct stores where a tile row is not whole 128-byte chunks or C's
-// layout refuses TMA. FP32 out: the grouped mode only, promoted per K block (precise_fp32=False);
+// Epilogue: bf16 / fp16 through the 128B-swizzled TMA-store staging of epilogue.cuh (64B-swizzled
+// chunks where a tile row is 64 * odd bytes: 96 columns), one buffer per (warpgroup, wave); masked
+// direct stores where a tile row is not whole 64-byte chunks or C's layout refuses TMA. FP32 out: the grouped mode only, promoted per K block (precise_fp32=False);
 // the plain matmul's FP32 out stays with the general kernel (it promotes after every wgmma).
 #include "common/pipeline.cuh"
 #include "common/types.cuh"
@@ -244,8 +244,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                                                                    : kNumStages;
     constexpr uint32_t kSfaSlotFloats = BLOCK_M * kSfaWindow;
     constexpr uint32_t kSfaBytes = kSfaSlotFloats * 4;           // one window (K-major) or column
-    using Staging = SwizzledStaging<kOut, BLOCK_N>;
-    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 128 == 0");
+    // Rows of whole 128-byte chunks: the 128B swizzle; else (96 bf16 columns: 192 bytes) 64-byte
+    // chunks with the 64B swizzle, as DeepGEMM's kSwizzleDMode (the host's C map matches:
+    // Dense.store_swizzle).
+    constexpr uint32_t kStoreSwizzle = (BLOCK_N * (kOut == OutType::kFP32 ? 4 : 2)) % 128 == 0 ? 128 : 64;
+    using Staging = SwizzledStaging<kOut, BLOCK_N, kStoreSwizzle>;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 64 == 0");
     constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
     constexpr uint32_t kSfbFloats = 2 * kNumKBlocks;           // a tile's two Bs rows
     constexpr uint32_t kSfbBytes = (2 * kSfbFloats * 4 + 15) / 16 * 16;   // two tiles' (tile parity)

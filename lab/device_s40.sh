@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call (session 40, issues 55 and 29), parts by switch; carry .peers.
 #   GTEST=1  the dense grouped GPU tests (pairs sharing B: multicast within one group only)
+#   STORE64=1 the dense tests of widths with 64-byte-multiple rows, FP8GEMM_DENSE_STORE_64B=1
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py)
 #   TUNE=1   fp8gemm-tune over the trace (DeepGEMM's tile among the dense candidates); --state lets
@@ -15,6 +16,11 @@ fi
 if [ -n "$GTEST" ]; then
   timeout ${GTEST_S:-150} python3 -m pytest -q -x -p no:cacheprovider -n 8 tests/test_grouped_gpu.py -k "dense" $GTEST_MORE \
     > "$OUT/grouped_tests.log" 2>&1; echo "grouped dense tests rc=$?"; tail -3 "$OUT/grouped_tests.log" | cut -c1-300
+fi
+if [ -n "$STORE64" ]; then     # the 64B-swizzled staging (96-column bf16 tiles) switched on
+  FP8GEMM_DENSE_STORE_64B=1 timeout ${STORE64_S:-120} python3 -m pytest -q -x -p no:cacheprovider -n 8 \
+    tests/test_matmul_dense.py tests/test_grouped_gpu.py -k "dense and (96 or 48 or 160 or 32)" > "$OUT/store64_tests.log" 2>&1
+  echo "store64 tests rc=$?"; tail -3 "$OUT/store64_tests.log" | cut -c1-300
 fi
 if [ -n "$GAB" ]; then
   GAB_CONFIGS=${GAB_CONFIGS:-0,5,6,7} GAB_LAYERS=${GAB_LAYERS:-0,1} timeout ${GAB_S:-150} \

@@ -189,3 +189,37 @@ def test_grouped_config_rules(monkeypatch):
     with pytest.raises(ValueError, match="precise_fp32=False"):
         grouped.check_grouped_config(c, "float32", 256, True, GemmDesc(4096, 4096, 7168, "float32"))
     grouped.check_grouped_config(c, "float32", 256, False, GemmDesc(4096, 4096, 7168, "float32"))
+
+
+def test_grouped_dense_switch(monkeypatch):
+    """FP8GEMM_GROUPED_DENSE=1 (lab): the grouped GEMMs' 128-row tiles become the dense kernel's
+    pairs sharing an expert's weights, where the As window reads (dense_ok) and K / 128 is a
+    multiple of 4; decode keeps swap-AB, precise fp32 and forced 192-row tiles keep theirs."""
+    from fp8gemm.dispatch import grouped
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+    monkeypatch.setattr(grouped, "GROUPED_DENSE", False)
+    assert not isinstance(grouped.candidate(4096, 4096, "bfloat16", 256, 384.0, 256), Dense)
+    monkeypatch.setattr(grouped, "GROUPED_DENSE", True)
+    c = grouped.candidate(4096, 4096, "bfloat16", 256, 384.0, 256)
+    assert (type(c), c.block_m, c.block_n, c.cluster, c.multicast_a, c.group) == (Dense, 128, 128, 2, 0, 2)
+    assert c.grouped_smem_bytes("bfloat16", 256) <= dense.MAX_SMEM_PER_BLOCK and not c.grouped_ok()
+    assert type(grouped.candidate(4096, 4096, "float32", 256, 384.0, 256, precise_fp32=False)) is Dense
+    assert type(grouped.candidate(4096, 4096, "float32", 256, 384.0, 256)) is not Dense
+    assert type(grouped.candidate(4096, 4096, "bfloat16", 256, 8.0, 6)) is not Dense          # decode: swap-AB
+    assert type(grouped.candidate(4096, 4096, "bfloat16", 256, 384.0, 256, dense_ok=False)) is not Dense
+    assert type(grouped.candidate(4096, 4096, "bfloat16", 256, 384.0, 256, wg3=True)) is not Dense
+    assert type(grouped.candidate(4096, 2176, "bfloat16", 256, 384.0, 256)) is not Dense      # K / 128 = 17
+
+
+def test_store_64b_switch(monkeypatch):
+    """Rows of 64 * odd bytes (96 bf16 columns) store through the 64B-swizzled staging only with
+    FP8GEMM_DENSE_STORE_64B=1; 128-byte rows keep the 128B swizzle either way."""
+    from fp8gemm.launcher import tma_store_ok
+    c96, c128 = Dense(128, 96, 6), Dense(128, 128, 5)
+    monkeypatch.setattr(dense, "STORE_64B_SWITCH", False)
+    assert not c96.store_ok("bfloat16") and c128.store_ok("bfloat16")
+    monkeypatch.setattr(dense, "STORE_64B_SWITCH", True)
+    assert c96.store_ok("bfloat16") and c96.store_swizzle("bfloat16") == 64 and c128.store_swizzle("bfloat16") == 128
+    assert not Dense(128, 40, 6).store_ok("bfloat16")                       # 80-byte rows: direct stores
+    assert c96.staging_bytes("bfloat16", True) == 128 * 96 * 2
+    assert tma_store_ok(4096, 96, 2, 4096, True, chunk=64) and not tma_store_ok(4096, 96, 2, 4096, True)

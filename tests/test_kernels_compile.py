@@ -159,7 +159,8 @@ def _dense_instantiations():
         c = Dense(*cfg)
         for n, k in ((1000, 1536), (4096, 4096))[:2 if i < 3 else 1]:
             for dt in ("bfloat16", "float16"):
-                for store in {c.store_ok(dt), False}:
+                # the 64B-swizzled staging too (rows of 64 * odd bytes; FP8GEMM_DENSE_STORE_64B=1)
+                for store in {c.store_ok(dt), (c.block_n * OUT_BYTES[dt]) % 64 == 0, False}:
                     for km in (False, True):           # As M-major, K-major (the window)
                         if c.smem_bytes(dt, k, store, km) <= 232448:
                             seen.add((c.variant, c.template_args(n, k, dt, store, km)))
@@ -169,12 +170,15 @@ def _dense_instantiations():
     # the grouped mode as tests/test_grouped_gpu.py forces it (As K-major; fp32 out coarse)
     for c in (Dense(128, 128, 5, 1, 1, 8), Dense(128, 128, 5, 1, 1, 8, 1), Dense(64, 64, 8, 1, 1, 8),
               Dense(256, 128, 3, 2, 1, 8), Dense(128, 96, 6, 1, 1, 8), Dense(128, 128, 5, 2, 1, 8),
-              Dense(128, 128, 5, 2, 0, 8), Dense(64, 96, 8, 2, 0, 8)):
+              Dense(128, 128, 5, 2, 0, 8), Dense(64, 96, 8, 2, 0, 8), Dense(128, 128, 5, 2, 0, 2)):
         for n, dt in ((300, "bfloat16"), (256, "float16"), (4096, "bfloat16")):
             for store in {c.store_ok(dt) and n % 8 == 0 and c.grouped_smem_bytes(dt, 16, 1024) <= 232448, False}:
                 seen.add((c.variant, c.template_args(n, 1024, dt, store, True, True)))
-    for c in (Dense(128, 128, 4, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8)):
+    for c in (Dense(128, 128, 4, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8), Dense(128, 128, 4, 2, 0, 2)):
         seen.add((c.variant, c.template_args(512, 2048, "float32", False, True, True)))
+    # FP8GEMM_GROUPED_DENSE=1's tiles as grouped.candidate picks them (tests/test_dense_dispatch.py)
+    for c, dt in ((Dense(128, 128, 5, 2, 0, 2), "bfloat16"), (Dense(128, 128, 4, 2, 0, 2), "float32")):
+        seen.add((c.variant, c.template_args(4096, 4096, dt, True, True, True)))
     # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
     for n in (512, 1536, 4096, 8192):
         for k in (1024, 4096):
