@@ -128,6 +128,14 @@ def _peer_cycles(m: int, n: int, k: int, block_m: int, block_n: int, pair_m: int
     return int(max(l1, l2) / (tiles / (waves * num_sms)))
 
 
+def peer_group(block_m: int, block_n: int, along_n: bool, num_sms: int = DEFAULT_NUM_SMS) -> int:
+    """DeepGEMM's raster group (8 or 16 tiles along N where a pair shares A, else along M): the
+    one whose wave touches the fewest A rows and B columns."""
+    def usage(g):
+        return g * block_n + cdiv(num_sms, g) * block_m if along_n else g * block_m + cdiv(num_sms, g) * block_n
+    return min((8, 16), key=usage)
+
+
 def peer_tile(m: int, n: int, k: int, num_sms: int = DEFAULT_NUM_SMS) -> tuple:
     """(block_m, block_n, pair_m, pair_n) as DeepGEMM's model picks them for a dense bf16 GEMM:
     pair_m = 2 pairs two row tiles sharing B, pair_n = 2 two column tiles sharing A."""
@@ -221,8 +229,11 @@ class Dense(Candidate):
                 and self.smem_bytes(desc.out_dtype, desc.k, False) <= MAX_SMEM_PER_BLOCK)
 
     def label(self) -> str:
+        # the raster's direction: pairs name what they share; alone, "gM" groups along M (share B)
         pair = f" c2{'A' if self.multicast_a else 'B'}" if self.cluster == 2 else ""
-        return f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{self.group}{' 2acc' if self.two_accum else ''}"
+        along = "M" if self.cluster == 1 and not self.multicast_a else ""
+        return (f"dense {self.block_m}x{self.block_n} s{self.stages}{pair} g{along}{self.group}"
+                f"{' 2acc' if self.two_accum else ''}")
 
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
                       grouped: bool = False) -> tuple:
@@ -342,16 +353,18 @@ class Dense(Candidate):
 
     @classmethod
     def peer_configs(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
-        """Our kernel at DeepGEMM's tile (peer_tile) with the most stages that fit beside the
-        staging on K-major As (at most 16), and with two accumulators where a one-wave tile allows
-        them; none where that tile is past what our kernel holds (registers_ok)."""
+        """Our kernel at DeepGEMM's tile (peer_tile) and raster (peer_group) with the most stages
+        that fit beside the staging on K-major As (at most 16), and with two accumulators where a
+        one-wave tile allows them; none where that tile is past what our kernel holds."""
         block_m, block_n, pair_m, pair_n = peer_tile(desc.m, desc.n, desc.k, num_sms)
-        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 1))
+        # DeepGEMM rasters along N only where a pair shares A (its kIsMulticastOnA), else along M
+        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
+        group = peer_group(block_m, block_n, bool(share_a), num_sms)
         out = []
         for two in (0, 1):
             # The 64B-swizzled staging (96 columns) does not take stages from the ring: where it
             # does not fit beside it, the plan stores directly (_store).
-            fits = [c for c in (cls(block_m, block_n, s, cluster, share_a, 8, two) for s in range(2, 17))
+            fits = [c for c in (cls(block_m, block_n, s, cluster, share_a, group, two) for s in range(2, 17))
                     if c.smem_bytes(desc.out_dtype, desc.k, c.store_ok(desc.out_dtype)
                                     and c.store_swizzle(desc.out_dtype) == 128, True) <= MAX_SMEM_PER_BLOCK
                     and c.is_valid(desc)]

@@ -1,20 +1,20 @@
 """Lab (issue 55): the dense kernel at DeepGEMM's own tile (dispatch/dense.py: peer_tile, its SM90
 model restated) against DeepGEMM and our dispatcher's pick, one process, L2 cold, CUPTI (bench/timing.py).
 As: our quantizer's default K-major for ours and the dense configs, DeepGEMM's TMA-aligned M-major
-for DeepGEMM; "mm" rows run the same dense config on M-major As. Stages: the most that fit beside
-the staging (at most 16, DeepGEMM's cap). Each result is checked against DeepGEMM's first.
+for DeepGEMM; "mm" rows run the same dense config on M-major As. The configs: Dense.peer_configs
+(DeepGEMM's tile and raster, the most stages that fit, at most 16). Each result is checked against DeepGEMM's first.
 Usage: python lab/dense_dgtile.py OUT.json [ITERS]; DGTILE_SHAPES="M,N,K;M,N,K" overrides."""
 import json
 import os
 import sys
+from dataclasses import replace
 
 import torch
 
 import fp8gemm
 from fp8gemm.bench.timing import L2Flush, time_calls
-from fp8gemm.dispatch import Dense
+from fp8gemm.dispatch import Dense, GemmDesc
 from fp8gemm.dispatch.dense import _peer_stages, peer_tile
-from fp8gemm.hw import MAX_SMEM_PER_BLOCK
 
 sys.path.insert(0, os.path.dirname(__file__))
 from dense_ab import contenders  # noqa: E402
@@ -24,21 +24,6 @@ SHAPES = [(128, 512, 4096), (512, 512, 4096), (4096, 512, 4096), (128, 1536, 409
           (384, 4096, 4096), (256, 8192, 4096), (1024, 1536, 1024), (256, 4096, 4096), (1024, 8192, 4096)]
 if os.environ.get("DGTILE_SHAPES"):
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["DGTILE_SHAPES"].split(";")]
-
-
-def dense_at(bm, bn, cm, cn, k, extra=()):
-    """Dense configs for DeepGEMM's (block_m, block_n, cluster_m, cluster_n): the most stages."""
-    cluster, mc_a = (2, 1) if cn == 2 else ((2, 0) if cm == 2 else (1, 1))
-    out = []
-    for two in (0, 1) if bm != 256 and 128 % bn == 0 else (0,):
-        best = None
-        for s in range(2, 17):
-            c = Dense(bm, bn, s, cluster, mc_a, 8, two)
-            if c.smem_bytes("bfloat16", k, c.store_ok("bfloat16"), True) <= MAX_SMEM_PER_BLOCK:
-                best = c
-        if best is not None:
-            out.append(best)
-    return out
 
 
 def main(out_path, iters=15):
@@ -51,12 +36,13 @@ def main(out_path, iters=15):
         a, b, sa, sb, sa_mm, fns = contenders(deep_gemm, m, n, k)
         gpu = "h200" if "H200" in torch.cuda.get_device_name() else "h100"
         pick = fp8gemm.explain(m, n, k, gpu=gpu).split(":", 1)[-1][:70]
-        for c in dense_at(bm, bn, cm, cn, k):
-            if not c.registers_ok():
-                print(f"  {c.label()}: past registers_ok (spills), timed anyway", flush=True)
+        peers = Dense.peer_configs(GemmDesc(m, n, k))
+        for c in peers:
             fns[c.label()] = (lambda c=c: fp8gemm.matmul(a, b, sa, sb, config=c))
-        c0 = dense_at(bm, bn, cm, cn, k)[:1]
-        for c in c0:
+        for c in peers[:1]:
+            if c.cluster == 1:             # the raster along N (our default) against DeepGEMM's along M
+                alt = replace(c, multicast_a=1, group=8)
+                fns[alt.label()] = (lambda c=alt: fp8gemm.matmul(a, b, sa, sb, config=c))
             fns[c.label() + " mm"] = (lambda c=c: fp8gemm.matmul(a, b, sa_mm, sb, config=c))
         ref, bad = None, []
         for name in list(fns):

@@ -109,14 +109,15 @@ def test_peer_configs(monkeypatch):
     accumulators beside where the tile allows them), none where the tile is past our registers."""
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     got = Dense.peer_configs(GemmDesc(512, 512, 4096))
-    assert [c.label() for c in got] == ["dense 64x32 s16 g8", "dense 64x32 s15 g8 2acc"]
+    assert [c.label() for c in got] == ["dense 64x32 s16 gM8", "dense 64x32 s15 gM8 2acc"]
     assert all(c in Dense.tuner_candidates(GemmDesc(512, 512, 4096)) for c in got)
-    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 1, 8)]
+    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 0, 8)]   # along M, as DeepGEMM
+    assert dense.peer_group(256, 128, True) == 16 and dense.peer_group(128, 96, False) == 8
     big = Dense(128, 96, 8, 1, 1, 8)
     assert big.smem_bytes("bfloat16", 4096, True, True) > dense.MAX_SMEM_PER_BLOCK
     pairs_b = Dense.peer_configs(GemmDesc(184, 8192, 4096))
-    assert [(c.block_m, c.block_n, c.cluster, c.multicast_a) for c in pairs_b] == [(64, 96, 2, 0)]
-    assert Dense.peer_configs(GemmDesc(4096, 1536, 4096)) == [Dense(128, 192, 4, 2, 0, 8)]
+    assert [(c.block_m, c.block_n, c.cluster, c.multicast_a, c.group) for c in pairs_b] == [(64, 96, 2, 0, 16)]
+    assert Dense.peer_configs(GemmDesc(4096, 1536, 4096)) == [Dense(128, 192, 4, 2, 0, 16)]
 
 
 def _problem(m, k, sa_stride_m, sa_stride_k, sa_ptr=1 << 20):
