@@ -62,8 +62,11 @@ The grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py) passed o
 (session 38). What remains: the cost (issue 57's goal: within 10% of the default at M <= 64, 3% at
 M >= 1024). The H100 bench (fp8gemm-bench --quick --batch-invariant, session 39), the mode's time
 over the default's: 1.338x at M <= 64, 1.184x at 64 < M <= 256, 1.382x at 256 < M < 1024, 1.052x
-at M >= 1024 with the small-M tiles (without: 1.748x, 1.668x, 1.367x, 1.049x). Next: K split
-points fixed by K alone, summed in split_k.cuh's fixed order.
+at M >= 1024 with the small-M tiles (without: 1.748x, 1.668x, 1.367x, 1.049x). Next: whether the
+dense kernel gives a row the mode's bits (its K loop promotes with the same expression in the same
+block order; tests/test_batch_invariant.py's test_dense_gives_the_same_bits, not yet run): if so
+the mode could run the default's dense tiles from M = 65 up; and K split points fixed by K alone,
+summed in split_k.cuh's fixed order.
 """
 from __future__ import annotations
 

@@ -176,6 +176,13 @@ def _dense_instantiations():
                 seen.add((c.variant, c.template_args(n, 1024, dt, store, True, True)))
     for c in (Dense(128, 128, 4, 1, 1, 8), Dense(256, 128, 3, 2, 1, 8), Dense(128, 128, 4, 2, 0, 2)):
         seen.add((c.variant, c.template_args(512, 2048, "float32", False, True, True)))
+    # tests/test_batch_invariant.py's dense evidence test (As K-major: its cases are packed)
+    for c in (Dense(64, 64, 8), Dense(128, 128, 5), Dense(128, 128, 5, two_accum=1), Dense(128, 96, 6),
+              Dense(256, 128, 3, 2, 1, 8), Dense(128, 128, 5, 2, 0, 8)):
+        for n, k in ((4096, 4096), (1536, 1024), (512, 7168)):
+            for dt in ("bfloat16", "float16"):
+                store = c.store_ok(dt) and c.smem_bytes(dt, k, True, True) <= 232448
+                seen.add((c.variant, c.template_args(n, k, dt, store, True)))
     # FP8GEMM_GROUPED_DENSE=1's tiles as grouped.candidate picks them (tests/test_dense_dispatch.py)
     for c, dt in ((Dense(128, 128, 5, 2, 0, 2), "bfloat16"), (Dense(128, 128, 4, 2, 0, 2), "float32")):
         seen.add((c.variant, c.template_args(4096, 4096, dt, True, True, True)))
