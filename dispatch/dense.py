@@ -117,6 +117,7 @@ def _peer_stages(block_m: int, block_n: int, k: int) -> int:
 
 
 def _peer_cycles(m: int, n: int, k: int, block_m: int, block_n: int, pair_m: int, pair_n: int, num_sms: int) -> float:
+    """DeepGEMM's modelled cycles of one layout (inf: a pair in one wave, which it never takes)."""
     tiles = cdiv(m, block_m) * cdiv(n, block_n)
     waves = cdiv(tiles, num_sms)
     if pair_m * pair_n > 1 and waves <= 1:
@@ -360,14 +361,14 @@ class Dense(Candidate):
         # DeepGEMM rasters along N only where a pair shares A (its kIsMulticastOnA), else along M
         cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
         group = peer_group(block_m, block_n, bool(share_a), num_sms)
+        # Stages are sized beside the 128B staging only: the 64B one (96 columns) takes none from
+        # the ring, and where it does not fit beside it the plan stores directly (_store).
+        staged = (block_n * OUT_BYTES[desc.out_dtype]) % 128 == 0
         out = []
         for two in (0, 1):
-            # The 64B-swizzled staging (96 columns) does not take stages from the ring: where it
-            # does not fit beside it, the plan stores directly (_store).
-            fits = [c for c in (cls(block_m, block_n, s, cluster, share_a, group, two) for s in range(2, 17))
-                    if c.smem_bytes(desc.out_dtype, desc.k, c.store_ok(desc.out_dtype)
-                                    and c.store_swizzle(desc.out_dtype) == 128, True) <= MAX_SMEM_PER_BLOCK
-                    and c.is_valid(desc)]
-            if fits:
-                out.append(fits[-1])
+            c = next((c for c in (cls(block_m, block_n, s, cluster, share_a, group, two) for s in range(16, 1, -1))
+                      if c.smem_bytes(desc.out_dtype, desc.k, staged, True) <= MAX_SMEM_PER_BLOCK and c.is_valid(desc)),
+                     None)
+            if c is not None:
+                out.append(c)
         return out
