@@ -106,7 +106,11 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool,
     if problem.m == 0:
         return None
     if config is None and batch_invariant:
-        cand = invariant_mode.mode_candidate(problem.m, problem.n, problem.k, problem.out_dtype)
+        cand = invariant_mode.mode_candidate(problem.m, problem.n, problem.k, problem.out_dtype,
+                                             gpu=gpu_key(problem.device), device_sms=sm_count(problem.device))
+        if isinstance(cand, Dense) and not dense_scales_ok(problem):
+            # an As the dense kernel's TMA cannot read: the mode's own tile (never the default's fallback)
+            cand = invariant_mode.invariant_candidate(problem.n, problem.k, problem.out_dtype)
     elif config is None:
         cand = select(problem.m, problem.n, problem.k, problem.out_dtype, gpu=gpu_key(problem.device),
                       num_sms=sm_count(problem.device))

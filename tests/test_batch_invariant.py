@@ -69,6 +69,7 @@ def test_one_candidate_for_every_m(monkeypatch, dtype):
     The default mode switches kernels over the same sweep."""
     plan = _planned(monkeypatch)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
+    monkeypatch.setattr(invariant, "DENSE_TILES", False)
     for n, k in NK:
         cands = {plan(m, n, k, dtype) for m in M_SWEEP}
         assert len(cands) == 1, (n, k, dtype, cands)
@@ -110,6 +111,7 @@ def test_small_m_tiles_rule(monkeypatch):
     (FP8GEMM_BATCH_INVARIANT_SMALL_M=0): the one tile for every M."""
     plan = _planned(monkeypatch)
     ms = (1, 5, 16, 64, 200, 256, 257, 4096)
+    monkeypatch.setattr(invariant, "DENSE_TILES", False)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     for n, k in NK:
         for m in ms:
@@ -133,6 +135,74 @@ def test_small_m_tiles_rule(monkeypatch):
             faster += t < t_base
             kinds.add(type(c))
     assert kinds == {General, SwapAB} and faster > 0
+
+
+def test_dense_tiles_rule(monkeypatch):
+    """The large-M rule (DENSE_TILES, off by default): above SMALL_M_MAX the default's own pick on
+    the H100's table where it is a dense tile (bf16 / fp16 out) or an unsplit general tile of a
+    measured width, else the mode's one tile; at M <= SMALL_M_MAX what the rule off gives; an As
+    the dense kernel cannot read gets the mode's tile, never the default's fallback."""
+    plan = _planned(monkeypatch)
+    monkeypatch.setattr(api, "gpu_key", lambda device: "h100")
+    monkeypatch.setattr(api, "dense_scales_ok", lambda problem: True)
+    ms = (1, 64, 256, 257, 512, 1024, 4096, 16384)
+    off = {}
+    monkeypatch.setattr(invariant, "DENSE_TILES", False)
+    for dtype in DTYPES:
+        for _, n, k in trace_shapes():
+            for m in ms:
+                off[m, n, k, dtype] = plan(m, n, k, dtype)
+    monkeypatch.setattr(invariant, "DENSE_TILES", True)
+    kinds = set()
+    for (m, n, k, dtype), before in off.items():
+        c = plan(m, n, k, dtype)
+        if m <= invariant.SMALL_M_MAX:
+            assert c == before, (m, n, k, dtype)
+            continue
+        default = select(m, n, k, dtype, "h100", num_sms=132)
+        if invariant.default_pick_keeps_bits(default, dtype):
+            assert c == default and "large-M rule" in c.reason, (m, n, k, dtype, c, default)
+            kinds.add(type(c).__name__)
+        else:
+            assert c == invariant_candidate(n, k, dtype), (m, n, k, dtype, c, default)
+        if dtype == "float32":
+            assert type(c) is General, (m, n, k, c)
+    assert "Dense" in kinds, kinds             # the H100's table has dense tiles: the rule matters
+    dense = next((m, n, k) for (m, n, k, dtype) in off if m > 256 and dtype == "bfloat16"
+                 and type(plan(m, n, k, dtype)).__name__ == "Dense")
+    monkeypatch.setattr(api, "dense_scales_ok", lambda problem: False)
+    assert plan(*dense, "bfloat16") == invariant_candidate(dense[1], dense[2], "bfloat16")
+
+
+def test_default_pick_keeps_bits():
+    """Which default picks the large-M rule takes: dense at bf16 / fp16, unsplit general tiles of
+    the measured widths; never a split (tail split included), swap-AB, wg3, short-K or gemv."""
+    from fp8gemm.dispatch import Dense, Gemv, ShortK, Wg3
+    keeps = invariant.default_pick_keeps_bits
+    assert keeps(Dense(128, 128, 5), "bfloat16") and keeps(Dense(256, 128, 3, 2, 1, 8), "float16")
+    assert not keeps(Dense(128, 128, 5), "float32")
+    for b in (16, 32, 64, 128):
+        assert keeps(General(b, 4), "float32") and keeps(General(b, 4, block_m=64), "bfloat16")
+    assert not keeps(General(128, 4, splits=2), "bfloat16")
+    assert not keeps(General(128, 4, splits=gen.TAIL_SPLIT), "bfloat16")
+    assert not keeps(General(256, 3), "bfloat16")
+    assert not keeps(SwapAB(16, 8), "bfloat16")
+    for c in (Wg3(), ShortK(), Gemv(8, 4, 2)):
+        assert not keeps(c, "bfloat16"), c
+
+
+@pytest.mark.parametrize("value,want", [(None, False), ("1", True), ("0", False)])
+def test_dense_environment_variable(value, want):
+    """FP8GEMM_BATCH_INVARIANT_DENSE: the large-M rule is off unless it turns it on."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.DENSE_ENV)}
+    if value is not None:
+        env[invariant.DENSE_ENV] = value
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from fp8gemm.dispatch import invariant; "
+            f"print(invariant.DENSE_TILES)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split()[-1] == str(want)
 
 
 @pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), ("off", False)])
@@ -386,21 +456,50 @@ def test_block_n_gives_the_same_bits(dtype):
                                              for b in (16, 32, 64, 128)])
 
 
+DENSE_EVIDENCE = {"64x64": dict(block_m=64, block_n=64, stages=8), "128x128": dict(stages=5),
+                  "128x128 2acc": dict(stages=5, two_accum=1), "128x96": dict(block_n=96, stages=6),
+                  "256x128 c2A": dict(block_m=256, stages=3, cluster=2, multicast_a=1, group=8),
+                  "128x128 c2B": dict(stages=5, cluster=2, multicast_a=0, group=8)}
+
+
 @pytest.mark.gpu
 @pytest.mark.xfail(strict=False, reason="evidence for the mode's cost at large M, not the guarantee: whether "
                                         "the dense kernel (the same wgmma per K block, the same promotion "
                                         "expression in the same block order) gives a row the mode's bits")
 @pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
-def test_dense_gives_the_same_bits(dtype):
+@pytest.mark.parametrize("tile", sorted(DENSE_EVIDENCE))
+def test_dense_gives_the_same_bits(tile, dtype):
     """If it does at every tile, the mode could run the dense kernel wherever the default does
-    (the default's own tile by (N, K) would then not need M): its cost at M >= 1024 would be the
-    default's. Tiles of 64, 128 and 256 rows, one and two accumulators, a straddling width, pairs."""
+    (DENSE_TILES: the default's own tile, M would not enter the bits): its cost at M >= 1024 would
+    be the default's. One test per tile, so that the result says which tiles keep the bits."""
     from fp8gemm.dispatch import Dense
-    configs = [("dense 64x64", Dense(64, 64, 8)), ("dense 128x128", Dense(128, 128, 5)),
-               ("dense 128x128 2acc", Dense(128, 128, 5, two_accum=1)), ("dense 128x96", Dense(128, 96, 6)),
-               ("dense 256x128 c2A", Dense(256, 128, 3, 2, 1, 8)), ("dense 128x128 c2B", Dense(128, 128, 5, 2, 0, 8))]
+    config = Dense(**DENSE_EVIDENCE[tile])
     for n, k in ((4096, 4096), (1536, 1024), (512, 7168)):
-        _against_mode(1100, n, k, dtype, 68, configs)
+        _against_mode(1100, n, k, dtype, 68, [(f"dense {tile}", config)])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
+def test_dense_tiles_keep_the_bits(monkeypatch, dtype):
+    """With the large-M rule on (DENSE_TILES, set here): rows in M2 > SMALL_M_MAX where the
+    default picks a dense tile against the same rows at M1 <= SMALL_M_MAX (the small-M tiles) and
+    at another M2, bitwise; the picks are named in the message. Run before the rule goes on."""
+    monkeypatch.setattr(invariant, "DENSE_TILES", True)
+    monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    gpu = fp8gemm.launcher.gpu_key(0)
+    cases = []
+    for n, k in sorted({(n, k) for _, n, k in trace_shapes()}):
+        picks = {m: invariant.mode_candidate(m, n, k, dtype, gpu=gpu, device_sms=fp8gemm.launcher.sm_count(0))
+                 for m in (300, 512, 1024, 2048, 4096)}
+        if any(type(c).__name__ == "Dense" for c in picks.values()):
+            cases.append((n, k, picks))
+    assert cases, f"no trace (N, K) gets a dense tile on {gpu}: the rule changes nothing there"
+    for i, (n, k, picks) in enumerate(cases[:12]):
+        case = random_case(4096, n, k, seed=3000 + i)
+        full = _call(case, slice(None), dtype)
+        for m in (1, 100, 300, 512, 1024, 2048):
+            _same_rows(_call(case, slice(0, m), dtype), full, slice(0, m),
+                       f"M1={m} M2=4096 N={n} K={k} {dtype}: {picks.get(m, 'small-M')} against {picks[4096]}")
 
 
 @pytest.mark.gpu
