@@ -4,6 +4,8 @@
 #   STORE64=1 the dense tests of widths with 64-byte-multiple rows, FP8GEMM_DENSE_STORE_64B=1
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py)
+#   BI=1     issue 57: the dense evidence tests and the large-M rule's GPU test
+#   BIQ=1    the mode's cost (fp8gemm-bench --quick --batch-invariant, no peers), the rule off and on
 #   TUNE=1   fp8gemm-tune over the trace (DeepGEMM's tile among the dense candidates); --state lets
 #            a later call finish (STATE: the earlier state file)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} PYTHONPATH=$PWD
@@ -38,6 +40,32 @@ for s in shapes:
     rr = [r for r in rows if (r["m"], r["n"], r["k"]) == s]
     dg = next(r["us"] for r in rr if r["name"] == "deepgemm")
     print("%5dx%5dx%5d DG %7.2f | " % (*s, dg) + " | ".join("%s %.3f" % (r["name"].replace("dense ", ""), r["vs_dg"]) for r in rr if r["name"] != "deepgemm"))
+PY
+fi
+if [ -n "$BI" ]; then
+  timeout ${BI_S:-170} python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_batch_invariant.py -k dense -rxXf \
+    > "$OUT/bi_tests.log" 2>&1; echo "bi tests rc=$?"; grep -E "^(XFAIL|XPASS|FAILED)|passed|failed" "$OUT/bi_tests.log" | cut -c1-200 | tail -20
+fi
+if [ -n "$BIQ" ]; then
+  for d in 0 1; do
+    FP8GEMM_BATCH_INVARIANT_DENSE=$d timeout ${BIB_S:-120} python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
+      --iters 10 --csv "$OUT/bi_quick_dense$d.csv" > "$OUT/bi_quick_dense$d.log" 2>&1; echo "bi quick dense=$d rc=$?"
+  done
+  python3 - "$OUT" <<'PY'
+import csv, math, sys
+for d in (0, 1):
+    try:
+        rows = list(csv.DictReader(open(f"{sys.argv[1]}/bi_quick_dense{d}.csv")))
+    except OSError:
+        continue
+    bands = {"M<=64": lambda m: m <= 64, "64<M<=256": lambda m: 64 < m <= 256, "256<M<1024": lambda m: 256 < m < 1024,
+             "M>=1024": lambda m: m >= 1024}
+    out = []
+    for name, f in bands.items():
+        r = [float(x["invariant_us"]) / float(x["ours_us"]) for x in rows if f(int(x["M"])) and x["invariant_us"]]
+        if r:
+            out.append("%s %.3fx" % (name, math.exp(sum(map(math.log, r)) / len(r))))
+    print("mode/default, rule %s: " % ("on" if d else "off") + ", ".join(out))
 PY
 fi
 if [ -n "$TUNE" ]; then
