@@ -2,6 +2,7 @@
 
     fp8gemm-bench                      # the built-in DeepSeek-V4-Flash trace (264 shapes)
     fp8gemm-bench --quick              # 20 representative shapes, under a minute
+    fp8gemm-bench --unseen             # other models' shapes the tuned table never saw (224)
     fp8gemm-bench --m 1,64 --n 4096 --k 4096 --variant sm90_fp8_gemm_general
     fp8gemm-bench --csv bench/results/h200.csv --plot bench/results/h200.png
     fp8gemm-bench --quick --batch-invariant   # the batch-invariant mode beside the default, and its cost
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 from fp8gemm.shapes import read_shapes as _read_shapes
-from fp8gemm.shapes import trace_path
+from fp8gemm.shapes import other_models_path, trace_path
 
 from . import report
 from .moe import MODELS as MOE_MODELS, ROUTINGS as MOE_ROUTINGS, TOKENS as MOE_TOKENS
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--n", type=_int_list, help="N values (with --k: their product with --m)")
     src.add_argument("--k", type=_int_list, help="K values (multiples of 16)")
     src.add_argument("--quick", action="store_true", help="a 20-shape representative subset")
+    src.add_argument("--unseen", action="store_true",
+                     help="the unseen list (fp8gemm/other_models.csv): other models' (N, K) at other M values, "
+                          "shapes the tuned tables never saw")
     p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     p.add_argument("--variant", help="force one fp8gemm kernel variant (see fp8gemm.dispatch.variants())")
     p.add_argument("--a-scale", default="k-major", choices=("k-major", "m-major"),
@@ -126,6 +130,9 @@ def read_shapes(path) -> list:
 def resolve_shapes(args, prog: str = "fp8gemm-bench"):
     """The shape list the arguments ask for, in order, without duplicates: --quick, the product
     of --m/--n/--k, or the trace (--shapes or built in) with its M values replaced by --m."""
+    if getattr(args, "unseen", False) and (getattr(args, "quick", False) or args.shapes or args.n or args.k):
+        raise SystemExit(f"{prog}: --unseen is a shape list of its own; it takes --m (its M values replaced) "
+                         f"but not --quick, --shapes, --n or --k")
     if getattr(args, "quick", False):
         shapes = [(m, n, k) for (n, k) in QUICK_NK for m in QUICK_M]
     elif args.n or args.k:
@@ -133,7 +140,7 @@ def resolve_shapes(args, prog: str = "fp8gemm-bench"):
             raise SystemExit(f"{prog}: --n and --k need --m too (their product is used)")
         shapes = [(m, n, k) for n in args.n for k in args.k for m in args.m]
     else:
-        shapes = read_shapes(args.shapes or trace_path())
+        shapes = read_shapes(args.shapes or (other_models_path() if getattr(args, "unseen", False) else trace_path()))
         if args.m:
             pairs = list(dict.fromkeys((n, k) for _, n, k in shapes))
             shapes = [(m, n, k) for (n, k) in pairs for m in args.m]

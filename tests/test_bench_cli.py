@@ -22,6 +22,29 @@ def test_quick_subset():
     assert len(shapes) == 20 and (4096, 8192, 256) in shapes
 
 
+def test_unseen_list():
+    """--unseen: the other models' list, none of its (N, K) in the trace, most of its M values
+    outside the trace's, every K a multiple of 16, N and K tails among them; --m replaces its M
+    values; combined with another shape source it exits."""
+    import csv
+    from fp8gemm.shapes import other_models_path, read_shapes, trace_path
+    shapes = cli.resolve_shapes(parse("--unseen"))
+    trace = read_shapes(trace_path())
+    assert shapes == read_shapes(other_models_path()) and len(shapes) == 224
+    nk = {(n, k) for _, n, k in shapes}
+    assert len(nk) == 32 and not nk & {(n, k) for _, n, k in trace}
+    assert len({m for m, _, _ in shapes} - {m for m, _, _ in trace}) >= 5
+    assert all(k % 16 == 0 for _, _, k in shapes)
+    assert any(n % 128 for n, _ in nk) and any(k % 128 for _, k in nk)
+    with open(other_models_path()) as f:
+        rows = list(csv.DictReader(f))
+    assert all(r["model"] and r["layer"] for r in rows)
+    assert {m for m, _, _ in cli.resolve_shapes(parse("--unseen", "--m", "5"))} == {5}
+    for extra in (["--quick"], ["--n", "8", "--k", "128", "--m", "1"]):
+        with pytest.raises(SystemExit, match="--unseen is a shape list of its own"):
+            cli.resolve_shapes(parse("--unseen", *extra))
+
+
 def test_m_n_k_product_and_m_alone():
     assert cli.resolve_shapes(parse("--m", "1,64", "--n", "4096", "--k", "4096,1024")) == [
         (1, 4096, 4096), (64, 4096, 4096), (1, 4096, 1024), (64, 4096, 1024)]
