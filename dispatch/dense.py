@@ -36,6 +36,13 @@ STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "0") == "1"
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
+# Lab switch (FP8GEMM_DENSE_IMPLICIT_CLUSTER=1, off by default): unpaired tiles compiled without the
+# cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu: FP8GEMM_DENSE_CLUSTER_DIMS), launched plainly
+# as DeepGEMM launches its unpaired tiles. Asked by the one-wave 128 x 128 gap (4096 x 512 x 4096
+# at 1.09x DeepGEMM's time at its tile): a CPU comparison found every other difference outside the
+# K loop worth ~1% at most (bench/NOTES.md, session 41). Not yet measured.
+IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "0") == "1"
+IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
 
 
 def sfa_window(k: int) -> int:
@@ -258,7 +265,7 @@ class Dense(Candidate):
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
         store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major))
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major), smem)
+                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major), smem, self.prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
@@ -295,6 +302,11 @@ class Dense(Candidate):
             return "the grouped dense mode reads As K-major, which FP8GEMM_DENSE_K_MAJOR=0 turns off"
         return ""
 
+    def prelude(self) -> str:
+        """The source prelude of this tile's kernel: the implicit-cluster form for an unpaired tile
+        under IMPLICIT_CLUSTER_SWITCH, else none."""
+        return IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else ""
+
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""
         return self.smem_bytes(out_dtype, k, tma_store, True) + prefix_bytes(num_groups)
@@ -318,7 +330,7 @@ class Dense(Candidate):
         store, smem = self._store(p, ldc, out_aligned,
                                   lambda st: self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, st))
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store, True, True),
-                                   MAX_SMEM_PER_BLOCK)
+                                   MAX_SMEM_PER_BLOCK, self.prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)

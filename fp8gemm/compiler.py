@@ -62,14 +62,14 @@ _lock = threading.Lock()
 _kernels = {}
 
 
-def nvrtc_cubin(variant: str, template_args: tuple) -> bytes:
+def nvrtc_cubin(variant: str, template_args: tuple, prelude: str = "") -> bytes:
     """One instantiation compiled for ``ARCH`` by NVRTC alone (no GPU, no CUDA context, no
     cache): what an install can build. The doctor and the install test use it; launches go
-    through get_kernel."""
+    through get_kernel. ``prelude``: as get_kernel's."""
     from cupy.cuda import nvrtc
 
     name = kernel_name(variant, template_args)
-    prog = nvrtc.createProgram(flatten(variant), f"{variant}.cu", [], [])
+    prog = nvrtc.createProgram(prelude + flatten(variant), f"{variant}.cu", [], [])
     try:
         nvrtc.addNameExpression(prog, name)
         try:
@@ -81,9 +81,12 @@ def nvrtc_cubin(variant: str, template_args: tuple) -> bytes:
         nvrtc.destroyProgram(prog)
 
 
-def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int):
-    """A CuPy RawKernel ready to launch on ``device`` with ``smem_bytes`` of dynamic smem."""
-    key = (device, variant, template_args)
+def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int, prelude: str = ""):
+    """A CuPy RawKernel ready to launch on ``device`` with ``smem_bytes`` of dynamic smem.
+    ``prelude``: source put before the variant's (a ``#define`` a kernel reads where a template
+    argument cannot say it, e.g. whether it carries a cluster attribute); part of the key, and of
+    the source CuPy's disk cache hashes."""
+    key = (device, variant, template_args, prelude)
     kern = _kernels.get(key)
     if kern is not None:
         return kern
@@ -95,7 +98,7 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
             name = kernel_name(variant, template_args)
             with cupy.cuda.Device(device):
                 try:
-                    kern = _build(cupy, variant, name, smem_bytes)
+                    kern = _build(cupy, variant, name, smem_bytes, prelude=prelude)
                 except OSError as exc:
                     # NOTES: CuPy's disk cache refuses (read-only or missing permissions, full
                     # disk): compile in memory instead of failing. A corrupt cache entry needs no
@@ -103,17 +106,17 @@ def get_kernel(device: int, variant: str, template_args: tuple, smem_bytes: int)
                     warnings.warn(f"fp8gemm: the kernel cache is not usable ({type(exc).__name__}: {exc}); "
                                   f"compiling in memory. Point CUPY_CACHE_DIR at a writable directory to "
                                   f"keep compiled kernels across runs.", RuntimeWarning, stacklevel=3)
-                    kern = _build(cupy, variant, name, smem_bytes, in_memory=True)
+                    kern = _build(cupy, variant, name, smem_bytes, in_memory=True, prelude=prelude)
             _kernels[key] = kern
     return kern
 
 
-def _build(cupy, variant: str, name: str, smem_bytes: int, in_memory: bool = False):
+def _build(cupy, variant: str, name: str, smem_bytes: int, in_memory: bool = False, prelude: str = ""):
     previous = os.environ.get("CUPY_CACHE_IN_MEMORY")
     if in_memory:
         os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
     try:
-        module = cupy.RawModule(code=flatten(variant), options=NVRTC_OPTIONS, name_expressions=[name])
+        module = cupy.RawModule(code=prelude + flatten(variant), options=NVRTC_OPTIONS, name_expressions=[name])
         kern = module.get_function(name)
         if smem_bytes > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem_bytes

@@ -184,10 +184,22 @@ struct Raster {
 };
 }  // namespace dense
 
+// FP8GEMM_DENSE_IMPLICIT_CLUSTER (defined by dispatch/dense.py's prelude for an unpaired tile under
+// its switch, FP8GEMM_DENSE_IMPLICIT_CLUSTER=1): no cluster attribute, so the launch is a plain one
+// (each CTA its own implicit cluster), as DeepGEMM launches its unpaired tiles; by default every
+// instantiation carries __cluster_dims__(kCluster, 1, 1), 1 x 1 x 1 included, and is launched as a
+// cluster kernel. Whether that places CTAs differently on an L2-bound one-wave shape is the question
+// (bench/NOTES.md, session 41). Every cluster operation of the kernel sits behind kCluster > 1.
+#ifdef FP8GEMM_DENSE_IMPLICIT_CLUSTER
+#define FP8GEMM_DENSE_CLUSTER_DIMS(n)
+#else
+#define FP8GEMM_DENSE_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
+#endif
+
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
           bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
           bool kSfaKMajor = false, bool kGrouped = false, uint32_t kSfaWindowK = 4>
-__global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) __cluster_dims__(kCluster, 1, 1)
+__global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) FP8GEMM_DENSE_CLUSTER_DIMS(kCluster)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_c,   // C [M, N], box {128 B, 64} (kTmaStore)
@@ -217,6 +229,9 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // 128-column boundary only where BLOCK_N - 128 divides 128 (DeepGEMM's rule).
     static_assert(BLOCK_N <= 128 || gcd(BLOCK_N, 128) == BLOCK_N - 128, "at most two Bs rows per tile");
     static_assert(kCluster == 1 || kCluster == 2, "pairs at most");
+#ifdef FP8GEMM_DENSE_IMPLICIT_CLUSTER
+    static_assert(kCluster == 1, "no cluster attribute: unpaired tiles only");
+#endif
     static_assert(kNumStages >= 2, "double buffering at least");
     static_assert(!kTwoAccum || (Shape<BLOCK_M>::kWaves == 1 && 128 % BLOCK_N == 0),
                   "two accumulators: one-wave tiles (64 or 128 rows) inside one Bs row");

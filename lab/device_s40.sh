@@ -6,13 +6,14 @@
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py)
 #   BI=1     issue 57: the dense evidence tests and the large-M rule's GPU test
 #   BIQ=1    the mode's cost (fp8gemm-bench --quick --batch-invariant, no peers), the rule off and on
+#   UNSEEN=1 fp8gemm-bench --unseen against DeepGEMM (UNSEEN_M: its M values; UNSEEN_PEERS)
 #   TUNE=1   fp8gemm-tune over the trace (DeepGEMM's tile among the dense candidates); --state lets
 #            a later call finish (STATE: the earlier state file)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
-if [ -n "$GAB$DGTILE" ]; then
+if [ -n "$GAB$DGTILE$UNSEEN" ]; then
   . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
 fi
 if [ -n "$GTEST" ]; then
@@ -67,6 +68,10 @@ for d in (0, 1):
             out.append("%s %.3fx" % (name, math.exp(sum(map(math.log, r)) / len(r))))
     print("mode/default, rule %s: " % ("on" if d else "off") + ", ".join(out))
 PY
+fi
+if [ -n "$UNSEEN" ]; then
+  timeout ${UNSEEN_S:-300} python3 -m fp8gemm.bench --unseen ${UNSEEN_M:+--m $UNSEEN_M} --peers ${UNSEEN_PEERS:-deepgemm} \
+    --iters 10 --csv "$OUT/unseen.csv" > "$OUT/unseen.log" 2>&1; echo "unseen rc=$?"; tail -14 "$OUT/unseen.log" | cut -c1-160
 fi
 if [ -n "$TUNE" ]; then
   tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)

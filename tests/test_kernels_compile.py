@@ -195,10 +195,10 @@ def _dense_instantiations():
     return seen
 
 
-def _compile(tmp_path, variant, targs):
+def _compile(tmp_path, variant, targs, prelude=""):
     src = tmp_path / f"{variant}.cu"
     inst = f"template __global__ void {compiler.kernel_name(variant, targs)}({PARAMS[variant]});\n"
-    src.write_text(compiler.flatten(variant) + "\n" + inst)
+    src.write_text(prelude + compiler.flatten(variant) + "\n" + inst)
     res = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17",
                           "--resource-usage", "-o", str(tmp_path / "k.cubin"), str(src)],
                          capture_output=True, text=True, timeout=300)
@@ -291,6 +291,40 @@ def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
     between = ops[waits[0] + 1:waits[1]]
     assert sum(op in ("FMUL", "FFMA") for op in between) >= 64, "block 0 is not promoted between the waits"
     assert "STS" in " ".join(ops) or any(op.startswith("STS") for op in ops), "epilogue staging not in STS"
+
+
+@needs_nvcc
+def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
+    """FP8GEMM_DENSE_IMPLICIT_CLUSTER: only unpaired tiles take the prelude (a pair refuses it at
+    compile time); with it the cubin carries no cluster attribute and the same registers and no
+    spills (where cuobjdump is at hand: the same instructions)."""
+    from fp8gemm.dispatch import dense
+    monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", False)
+    assert Dense(128, 128, 5).prelude() == ""
+    monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", True)
+    assert Dense(128, 128, 5).prelude() == dense.IMPLICIT_CLUSTER_PRELUDE
+    assert Dense(256, 128, 3, 2, 1, 8).prelude() == ""
+    c = Dense(128, 128, 5, 1, 1, 8)
+    targs = c.template_args(512, 4096, "bfloat16", True, True)
+    logs, sass = [], []
+    for prelude in ("", dense.IMPLICIT_CLUSTER_PRELUDE):
+        logs.append(re.search(r"Used (\d+) registers", _compile(tmp_path, c.variant, targs, prelude)).group(1))
+        if shutil.which("cuobjdump"):
+            elf = subprocess.run(["cuobjdump", "-elf", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
+            assert ("EXPLICIT_CLUSTER" in elf) == (prelude == ""), prelude
+            sass.append(re.sub(r"/\*[0-9a-fx]+\*/", "", subprocess.run(
+                ["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout))
+    assert logs[0] == logs[1]
+    if sass:
+        assert sass[0] == sass[1]
+    pair = Dense(256, 128, 3, 2, 1, 8)
+    src = tmp_path / "pair.cu"
+    src.write_text(dense.IMPLICIT_CLUSTER_PRELUDE + compiler.flatten(pair.variant) + "\ntemplate __global__ void "
+                   f"{compiler.kernel_name(pair.variant, pair.template_args(4096, 4096, 'bfloat16', True, True))}"
+                   f"({PARAMS[pair.variant]});\n")
+    res = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-o",
+                          str(tmp_path / "pair.cubin"), str(src)], capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0 and "unpaired tiles only" in res.stderr
 
 
 def test_generated_wgmma_header_is_current():
