@@ -3,7 +3,8 @@
 #   GTEST=1  the dense grouped GPU tests (pairs sharing B: multicast within one group only)
 #   STORE64=1 the dense tests of widths with 64-byte-multiple rows, FP8GEMM_DENSE_STORE_64B=1
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
-#   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py)
+#   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py);
+#            DGTILE_B="VAR=1 ..." again with that environment (DGTILE_B_SHAPES), same machine and call
 #   BI=1     issue 57: the dense evidence tests and the large-M rule's GPU test
 #   BIQ=1    the mode's cost (fp8gemm-bench --quick --batch-invariant, no peers), the rule off and on
 #   UNSEEN=1 fp8gemm-bench --unseen against DeepGEMM (UNSEEN_M: its M values; UNSEEN_PEERS)
@@ -33,11 +34,20 @@ fi
 if [ -n "$DGTILE" ]; then
   timeout ${AB_S:-190} python3 lab/dense_dgtile.py "$OUT/dgtile.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile.log"
   echo "dgtile rc=${PIPESTATUS[0]}"; grep -E "past|Error|DeepGEMM's tile" "$OUT/dgtile.log" | cut -c1-150
-  python3 - "$OUT/dgtile.json" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows}, key=lambda s: (s[2], s[1], s[0]))
-for s in shapes:
+  if [ -n "$DGTILE_B" ]; then     # again with the environment DGTILE_B (e.g. FP8GEMM_DENSE_IMPLICIT_CLUSTER=1)
+    env $DGTILE_B DGTILE_SHAPES="${DGTILE_B_SHAPES:-$DGTILE_SHAPES}" timeout ${AB_S:-190} \
+      python3 lab/dense_dgtile.py "$OUT/dgtile_b.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile_b.log"
+    echo "dgtile with $DGTILE_B rc=${PIPESTATUS[0]}"
+  fi
+  python3 - "$OUT/dgtile.json" "$OUT/dgtile_b.json" <<'PY'
+import json, os, sys
+for path in sys.argv[1:]:
+  if not os.path.exists(path):
+    continue
+  print(os.path.basename(path))
+  rows = json.load(open(path))
+  shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows}, key=lambda s: (s[2], s[1], s[0]))
+  for s in shapes:
     rr = [r for r in rows if (r["m"], r["n"], r["k"]) == s]
     dg = next(r["us"] for r in rr if r["name"] == "deepgemm")
     print("%5dx%5dx%5d DG %7.2f | " % (*s, dg) + " | ".join("%s %.3f" % (r["name"].replace("dense ", ""), r["vs_dg"]) for r in rr if r["name"] != "deepgemm"))
