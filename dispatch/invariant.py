@@ -151,47 +151,50 @@ SMALL_M_TILES = os.environ.get(SMALL_M_ENV, "").strip().lower() not in ("0", "fa
 SMALL_M_MAX = 256                    # above it the mode's one tile
 
 
-# Large M (issue 57's cost at M >= 1024; off until its GPU test has run:
-# FP8GEMM_BATCH_INVARIANT_DENSE=1): above SMALL_M_MAX the default dispatcher's own pick where it is
-# a tile of the kinds that give a row the mode's bits: the dense kernel (bf16 / fp16 out: its K
-# loop runs the general kernel's coarse promotion, the same expression per 128-wide K block in the
-# same block order; tests/test_batch_invariant.py's test_dense_gives_the_same_bits is the evidence
-# to run) and unsplit general tiles of the widths measured (session 38: 16-128, 64 or 128 rows).
-# Every other pick (wg3, short-K, a split, a wider general tile) keeps the mode's one tile. The
-# default's pick depends on M and on the GPU's table; the bits would not, if every such tile gives
-# the mode's.
-DENSE_ENV = "FP8GEMM_BATCH_INVARIANT_DENSE"
-DENSE_TILES = os.environ.get(DENSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+# The default's picks (issue 57's cost; off until its GPU test has run:
+# FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS=1): at any M the default dispatcher's own pick where it is a
+# tile of a kind that gives a row the mode's bits, so that the mode costs nothing there: the dense
+# kernel (bf16 / fp16 out: its K loop runs the general kernel's coarse promotion, the same
+# expression per 128-wide K block in the same block order; tests/test_batch_invariant.py's
+# test_dense_gives_the_same_bits is the evidence to run), unsplit general tiles of the widths
+# measured (session 38: 16-128, 64 or 128 rows) and unsplit swap-AB tiles (measured, and the
+# small-M rule's own). Every other pick (gemv, short-K, wg3, a split, a wider general tile) gets
+# the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's table;
+# the bits would not, if every such tile gives the mode's.
+DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
+DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 MEASURED_WIDTHS = (16, 32, 64, 128)
 DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K block: not fp32's fine mode
 
 
 def default_pick_keeps_bits(cand, out_dtype: str) -> bool:
-    """Whether the default dispatcher's ``cand`` is a tile the large-M rule (DENSE_TILES) may run
-    in the mode: a dense tile at bf16 / fp16 out, or an unsplit general tile of a measured width."""
+    """Whether the default dispatcher's ``cand`` is a tile the mode may run (DEFAULT_PICKS): a
+    dense tile at bf16 / fp16 out, an unsplit general tile of a measured width, an unsplit
+    swap-AB tile."""
     from .dense import Dense
     if isinstance(cand, Dense):
         return out_dtype in DENSE_DTYPES
+    if isinstance(cand, SwapAB):
+        return cand.splits == 1 and cand.block_n in SWAP_BLOCK_NS
     return (type(cand) is General and cand.splits == 1 and cand.block_n in MEASURED_WIDTHS
             and cand.block_m in (64, BLOCK_M))
 
 
 def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms: int = DEFAULT_NUM_SMS,
                    gpu: str = SHIPPED_GPU, device_sms: int | None = None):
-    """The mode's tile for this M: with SMALL_M_TILES (the default) at M <= SMALL_M_MAX the
-    unsplit general width or swap-AB token tile of least modelled time (general.cost_us); with
-    DENSE_TILES above it the default's own pick where default_pick_keeps_bits; else
+    """The mode's tile for this M: with DEFAULT_PICKS the default's own pick where
+    default_pick_keeps_bits; else with SMALL_M_TILES (the default) at M <= SMALL_M_MAX the unsplit
+    general width or swap-AB token tile of least modelled time (general.cost_us); else
     invariant_candidate. ``num_sms``: the small-M time model's (the tested default); ``gpu`` and
     ``device_sms``: the device's, for the default's pick."""
     base = invariant_candidate(n, k, out_dtype)
-    if m > SMALL_M_MAX and DENSE_TILES:
+    if DEFAULT_PICKS:
         from .selector import select
         pick = select(m, n, k, out_dtype, gpu, num_sms=device_sms or DEFAULT_NUM_SMS)
         if default_pick_keeps_bits(pick, out_dtype):
-            return replace(pick, reason=f"batch-invariant at M={m} (large-M rule): the default's {pick.label()} "
-                                        f"({pick.reason}); a tile measured to give a row the mode's bits "
-                                        f"(dispatch/invariant.py: DENSE_TILES)")
-        return base
+            return replace(pick, reason=f"batch-invariant at M={m} (the default's pick): {pick.label()} "
+                                        f"({pick.reason}); a kind of tile measured to give a row the mode's "
+                                        f"bits (dispatch/invariant.py: DEFAULT_PICKS)")
     if not SMALL_M_TILES or m > SMALL_M_MAX:
         return base
     desc = GemmDesc(m, n, k, out_dtype)

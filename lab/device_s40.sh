@@ -5,7 +5,7 @@
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py);
 #            DGTILE_B="VAR=1 ..." again with that environment (DGTILE_B_SHAPES), same machine and call
-#   BI=1     issue 57: the dense evidence tests and the large-M rule's GPU test
+#   BI=1     issue 57: the dense evidence tests and the default picks rule GPU test
 #   BIQ=1    the mode's cost (fp8gemm-bench --quick --batch-invariant, no peers), the rule off and on
 #   UNSEEN=1 fp8gemm-bench --unseen against DeepGEMM (UNSEEN_M: its M values; UNSEEN_PEERS)
 #   TUNE=1   fp8gemm-tune over the trace (DeepGEMM's tile among the dense candidates); --state lets
@@ -54,19 +54,19 @@ for path in sys.argv[1:]:
 PY
 fi
 if [ -n "$BI" ]; then
-  timeout ${BI_S:-170} python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_batch_invariant.py -k dense -rxXf \
+  timeout ${BI_S:-170} python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_batch_invariant.py -k "dense or default_picks" -rxXf \
     > "$OUT/bi_tests.log" 2>&1; echo "bi tests rc=$?"; grep -E "^(XFAIL|XPASS|FAILED)|passed|failed" "$OUT/bi_tests.log" | cut -c1-200 | tail -20
 fi
 if [ -n "$BIQ" ]; then
   for d in 0 1; do
-    FP8GEMM_BATCH_INVARIANT_DENSE=$d timeout ${BIB_S:-120} python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
-      --iters 10 --csv "$OUT/bi_quick_dense$d.csv" > "$OUT/bi_quick_dense$d.log" 2>&1; echo "bi quick dense=$d rc=$?"
+    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS=$d timeout ${BIB_S:-120} python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
+      --iters 10 --csv "$OUT/bi_quick_picks$d.csv" > "$OUT/bi_quick_picks$d.log" 2>&1; echo "bi quick dense=$d rc=$?"
   done
   python3 - "$OUT" <<'PY'
 import csv, math, sys
 for d in (0, 1):
     try:
-        rows = list(csv.DictReader(open(f"{sys.argv[1]}/bi_quick_dense{d}.csv")))
+        rows = list(csv.DictReader(open(f"{sys.argv[1]}/bi_quick_picks{d}.csv")))
     except OSError:
         continue
     bands = {"M<=64": lambda m: m <= 64, "64<M<=256": lambda m: 64 < m <= 256, "256<M<1024": lambda m: 256 < m < 1024,
@@ -76,7 +76,7 @@ for d in (0, 1):
         r = [float(x["invariant_us"]) / float(x["ours_us"]) for x in rows if f(int(x["M"])) and x["invariant_us"]]
         if r:
             out.append("%s %.3fx" % (name, math.exp(sum(map(math.log, r)) / len(r))))
-    print("mode/default, rule %s: " % ("on" if d else "off") + ", ".join(out))
+    print("mode/default, default picks %s: " % ("on" if d else "off") + ", ".join(out))
 PY
 fi
 if [ -n "$UNSEEN" ]; then

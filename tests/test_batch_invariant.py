@@ -69,7 +69,7 @@ def test_one_candidate_for_every_m(monkeypatch, dtype):
     The default mode switches kernels over the same sweep."""
     plan = _planned(monkeypatch)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
-    monkeypatch.setattr(invariant, "DENSE_TILES", False)
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     for n, k in NK:
         cands = {plan(m, n, k, dtype) for m in M_SWEEP}
         assert len(cands) == 1, (n, k, dtype, cands)
@@ -111,7 +111,7 @@ def test_small_m_tiles_rule(monkeypatch):
     (FP8GEMM_BATCH_INVARIANT_SMALL_M=0): the one tile for every M."""
     plan = _planned(monkeypatch)
     ms = (1, 5, 16, 64, 200, 256, 257, 4096)
-    monkeypatch.setattr(invariant, "DENSE_TILES", False)
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     for n, k in NK:
         for m in ms:
@@ -137,46 +137,46 @@ def test_small_m_tiles_rule(monkeypatch):
     assert kinds == {General, SwapAB} and faster > 0
 
 
-def test_dense_tiles_rule(monkeypatch):
-    """The large-M rule (DENSE_TILES, off by default): above SMALL_M_MAX the default's own pick on
-    the H100's table where it is a dense tile (bf16 / fp16 out) or an unsplit general tile of a
-    measured width, else the mode's one tile; at M <= SMALL_M_MAX what the rule off gives; an As
-    the dense kernel cannot read gets the mode's tile, never the default's fallback."""
+def test_default_picks_rule(monkeypatch):
+    """The default's picks (DEFAULT_PICKS, off by default): at every M the default's own pick on
+    the H100's table where it is a dense tile (bf16 / fp16 out), an unsplit general tile of a
+    measured width or an unsplit swap-AB tile, else what the rule off gives; an As the dense kernel
+    cannot read gets the mode's tile, never the default's fallback."""
     plan = _planned(monkeypatch)
     monkeypatch.setattr(api, "gpu_key", lambda device: "h100")
     monkeypatch.setattr(api, "dense_scales_ok", lambda problem: True)
-    ms = (1, 64, 256, 257, 512, 1024, 4096, 16384)
+    ms = (1, 8, 64, 128, 256, 257, 512, 1024, 4096, 16384)
     off = {}
-    monkeypatch.setattr(invariant, "DENSE_TILES", False)
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     for dtype in DTYPES:
         for _, n, k in trace_shapes():
             for m in ms:
                 off[m, n, k, dtype] = plan(m, n, k, dtype)
-    monkeypatch.setattr(invariant, "DENSE_TILES", True)
-    kinds = set()
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
+    kinds, same = set(), 0
     for (m, n, k, dtype), before in off.items():
         c = plan(m, n, k, dtype)
-        if m <= invariant.SMALL_M_MAX:
-            assert c == before, (m, n, k, dtype)
-            continue
         default = select(m, n, k, dtype, "h100", num_sms=132)
         if invariant.default_pick_keeps_bits(default, dtype):
-            assert c == default and "large-M rule" in c.reason, (m, n, k, dtype, c, default)
+            assert c == default and "the default's pick" in c.reason, (m, n, k, dtype, c, default)
             kinds.add(type(c).__name__)
         else:
-            assert c == invariant_candidate(n, k, dtype), (m, n, k, dtype, c, default)
+            assert c == before, (m, n, k, dtype, c, before)
+            same += 1
         if dtype == "float32":
-            assert type(c) is General, (m, n, k, c)
-    assert "Dense" in kinds, kinds             # the H100's table has dense tiles: the rule matters
-    dense = next((m, n, k) for (m, n, k, dtype) in off if m > 256 and dtype == "bfloat16"
+            assert type(c).__name__ != "Dense", (m, n, k, c)
+        assert getattr(c, "splits", 1) == 1, (m, n, k, dtype, c)
+    assert {"Dense", "SwapAB"} <= kinds and same > 0, kinds   # the rule matters, and not everywhere
+    dense = next((m, n, k) for (m, n, k, dtype) in off if dtype == "bfloat16"
                  and type(plan(m, n, k, dtype)).__name__ == "Dense")
     monkeypatch.setattr(api, "dense_scales_ok", lambda problem: False)
     assert plan(*dense, "bfloat16") == invariant_candidate(dense[1], dense[2], "bfloat16")
 
 
 def test_default_pick_keeps_bits():
-    """Which default picks the large-M rule takes: dense at bf16 / fp16, unsplit general tiles of
-    the measured widths; never a split (tail split included), swap-AB, wg3, short-K or gemv."""
+    """Which default picks the mode takes (DEFAULT_PICKS): dense at bf16 / fp16, unsplit general
+    tiles of the measured widths, unsplit swap-AB tiles; never a split (tail split included), wg3,
+    short-K or gemv."""
     from fp8gemm.dispatch import Dense, Gemv, ShortK, Wg3
     keeps = invariant.default_pick_keeps_bits
     assert keeps(Dense(128, 128, 5), "bfloat16") and keeps(Dense(256, 128, 3, 2, 1, 8), "float16")
@@ -186,19 +186,19 @@ def test_default_pick_keeps_bits():
     assert not keeps(General(128, 4, splits=2), "bfloat16")
     assert not keeps(General(128, 4, splits=gen.TAIL_SPLIT), "bfloat16")
     assert not keeps(General(256, 3), "bfloat16")
-    assert not keeps(SwapAB(16, 8), "bfloat16")
+    assert keeps(SwapAB(16, 8), "float32") and not keeps(SwapAB(16, 8, splits=4), "bfloat16")
     for c in (Wg3(), ShortK(), Gemv(8, 4, 2)):
         assert not keeps(c, "bfloat16"), c
 
 
 @pytest.mark.parametrize("value,want", [(None, False), ("1", True), ("0", False)])
-def test_dense_environment_variable(value, want):
-    """FP8GEMM_BATCH_INVARIANT_DENSE: the large-M rule is off unless it turns it on."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.DENSE_ENV)}
+def test_default_picks_environment_variable(value, want):
+    """FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the rule is off unless it turns it on."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.DEFAULT_PICKS_ENV)}
     if value is not None:
-        env[invariant.DENSE_ENV] = value
+        env[invariant.DEFAULT_PICKS_ENV] = value
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from fp8gemm.dispatch import invariant; "
-            f"print(invariant.DENSE_TILES)")
+            f"print(invariant.DEFAULT_PICKS)")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -470,7 +470,7 @@ DENSE_EVIDENCE = {"64x64": dict(block_m=64, block_n=64, stages=8), "128x128": di
 @pytest.mark.parametrize("tile", sorted(DENSE_EVIDENCE))
 def test_dense_gives_the_same_bits(tile, dtype):
     """If it does at every tile, the mode could run the dense kernel wherever the default does
-    (DENSE_TILES: the default's own tile, M would not enter the bits): its cost at M >= 1024 would
+    (DEFAULT_PICKS: the default's own tile, M would not enter the bits): its cost at M >= 1024 would
     be the default's. One test per tile, so that the result says which tiles keep the bits."""
     from fp8gemm.dispatch import Dense
     config = Dense(**DENSE_EVIDENCE[tile])
@@ -479,27 +479,27 @@ def test_dense_gives_the_same_bits(tile, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
-def test_dense_tiles_keep_the_bits(monkeypatch, dtype):
-    """With the large-M rule on (DENSE_TILES, set here): rows in M2 > SMALL_M_MAX where the
-    default picks a dense tile against the same rows at M1 <= SMALL_M_MAX (the small-M tiles) and
-    at another M2, bitwise; the picks are named in the message. Run before the rule goes on."""
-    monkeypatch.setattr(invariant, "DENSE_TILES", True)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_default_picks_keep_the_bits(monkeypatch, dtype):
+    """With the default's picks on (DEFAULT_PICKS, set here): on trace (N, K) where the picks over
+    M are of more than one kind, the first rows at M1 (each pick) against the same rows at M2 =
+    4096, bitwise; the picks are named in the message. Run before the rule goes on."""
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
-    gpu = fp8gemm.launcher.gpu_key(0)
+    gpu, sms = fp8gemm.launcher.gpu_key(0), fp8gemm.launcher.sm_count(0)
+    ms = (1, 8, 33, 100, 256, 300, 512, 1024, 2048, 4096)
     cases = []
     for n, k in sorted({(n, k) for _, n, k in trace_shapes()}):
-        picks = {m: invariant.mode_candidate(m, n, k, dtype, gpu=gpu, device_sms=fp8gemm.launcher.sm_count(0))
-                 for m in (300, 512, 1024, 2048, 4096)}
-        if any(type(c).__name__ == "Dense" for c in picks.values()):
+        picks = {m: invariant.mode_candidate(m, n, k, dtype, gpu=gpu, device_sms=sms) for m in ms}
+        if len({(type(c).__name__, c.label()) for c in picks.values()}) > 1:
             cases.append((n, k, picks))
-    assert cases, f"no trace (N, K) gets a dense tile on {gpu}: the rule changes nothing there"
-    for i, (n, k, picks) in enumerate(cases[:12]):
+    assert cases, f"no trace (N, K) gets two kinds of tile over M on {gpu}: nothing to compare"
+    for i, (n, k, picks) in enumerate(cases):
         case = random_case(4096, n, k, seed=3000 + i)
         full = _call(case, slice(None), dtype)
-        for m in (1, 100, 300, 512, 1024, 2048):
+        for m in ms[:-1]:
             _same_rows(_call(case, slice(0, m), dtype), full, slice(0, m),
-                       f"M1={m} M2=4096 N={n} K={k} {dtype}: {picks.get(m, 'small-M')} against {picks[4096]}")
+                       f"M1={m} M2=4096 N={n} K={k} {dtype}: {picks[m].label()} against {picks[4096].label()}")
 
 
 @pytest.mark.gpu
