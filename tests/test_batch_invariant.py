@@ -191,28 +191,20 @@ def test_default_pick_keeps_bits():
         assert not keeps(c, "bfloat16"), c
 
 
-@pytest.mark.parametrize("value,want", [(None, False), ("1", True), ("0", False)])
-def test_default_picks_environment_variable(value, want):
-    """FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the rule is off unless it turns it on."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.DEFAULT_PICKS_ENV)}
+@pytest.mark.parametrize("env_name,attr,value,want", [
+    ("SMALL_M_ENV", "SMALL_M_TILES", None, True), ("SMALL_M_ENV", "SMALL_M_TILES", "1", True),
+    ("SMALL_M_ENV", "SMALL_M_TILES", "0", False), ("SMALL_M_ENV", "SMALL_M_TILES", "off", False),
+    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", None, False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "1", True),
+    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False)])
+def test_rule_environment_variables(env_name, attr, value, want):
+    """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
+    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are off unless it turns them on."""
+    name = getattr(invariant, env_name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
-        env[invariant.DEFAULT_PICKS_ENV] = value
+        env[name] = value
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from fp8gemm.dispatch import invariant; "
-            f"print(invariant.DEFAULT_PICKS)")
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split()[-1] == str(want)
-
-
-@pytest.mark.parametrize("value,want", [(None, True), ("1", True), ("0", False), ("off", False)])
-def test_small_m_environment_variable(value, want):
-    """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", invariant.SMALL_M_ENV)}
-    if value is not None:
-        env[invariant.SMALL_M_ENV] = value
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from fp8gemm.dispatch import invariant; "
-            f"print(invariant.SMALL_M_TILES)")
+            f"print(invariant.{attr})")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
