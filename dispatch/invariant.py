@@ -157,9 +157,11 @@ SMALL_M_MAX = 256                    # above it the mode's one tile
 # kernel (bf16 / fp16 out: its K loop runs the general kernel's coarse promotion, the same
 # expression per 128-wide K block in the same block order; tests/test_batch_invariant.py's
 # test_dense_gives_the_same_bits is the evidence to run), unsplit general tiles of the widths
-# measured (session 38: 16-128, 64 or 128 rows) and unsplit swap-AB tiles (measured, and the
-# small-M rule's own). Every other pick (gemv, short-K, wg3, a split, a wider general tile) gets
-# the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's table;
+# measured (session 38: 16-128, 64 or 128 rows), unsplit swap-AB tiles (measured, and the
+# small-M rule's own), short-K tiles (the same promotion, block 0 added to zero since session 41)
+# and wg3's 192-row tiles at bf16 / fp16 (the same expression in the same block order); the
+# evidence tests of dense, short-K and wg3 are to run. Every other pick (gemv, a split, a wider
+# general tile) gets the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's table;
 # the bits would not, if every such tile gives the mode's.
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
 DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
@@ -169,11 +171,15 @@ DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K blo
 
 def default_pick_keeps_bits(cand, out_dtype: str) -> bool:
     """Whether the default dispatcher's ``cand`` is a tile the mode may run (DEFAULT_PICKS): a
-    dense tile at bf16 / fp16 out, an unsplit general tile of a measured width, an unsplit
-    swap-AB tile."""
+    dense or wg3 tile at bf16 / fp16 out, an unsplit general tile of a measured width, an unsplit
+    swap-AB tile, a short-K tile."""
     from .dense import Dense
-    if isinstance(cand, Dense):
+    from .short_k import ShortK
+    from .wg3 import Wg3
+    if isinstance(cand, (Dense, Wg3)):
         return out_dtype in DENSE_DTYPES
+    if isinstance(cand, ShortK):
+        return True
     if isinstance(cand, SwapAB):
         return cand.splits == 1 and cand.block_n in SWAP_BLOCK_NS
     return (type(cand) is General and cand.splits == 1 and cand.block_n in MEASURED_WIDTHS

@@ -158,7 +158,11 @@ sm90_fp8_gemm_short_k_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
 #pragma unroll
         for (int i = 0; i < Mma::kNumAccum; ++i) {
             const float s = scale[kb][(i >> 1) & 1];
-            total[i] = g == 0 ? acc[i] * s : total[i] + acc[i] * s;
+            // The first group adds to zero as the general kernel's does (its total starts at 0.0f):
+            // fma(acc, s, +0) is acc * s but for a product of -0, which it makes +0; as a bare
+            // product this kernel gave such an element -0 where every other kernel gives +0, a
+            // different bf16 bit (the batch-invariant mode's rule: dispatch/invariant.py).
+            total[i] = g == 0 ? fmaf(acc[i], s, 0.0f) : total[i] + acc[i] * s;
         }
         // NOTES: pins the sum here, before the next wgmma_wait; without it ptxas sank block 0's
         // promotion below the last wait (computing acc0 * s0 + acc1 * s1 as one FFMA), so nothing
