@@ -43,6 +43,11 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # K loop worth ~1% at most (bench/NOTES.md, session 41). Not yet measured.
 IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "0") == "1"
 IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
+# Lab switch (FP8GEMM_DENSE_ELECT_PRODUCER=1, off by default): the producer chosen by elect.sync and
+# its K loop unrolled by 8 (the kernel's FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per
+# stage against 54-66, as DeepGEMM's (helper, CPU, session 41). Not yet measured.
+ELECT_PRODUCER_SWITCH = os.environ.get("FP8GEMM_DENSE_ELECT_PRODUCER", "0") == "1"
+ELECT_PRODUCER_PRELUDE = "#define FP8GEMM_DENSE_ELECT_PRODUCER 1\n"
 
 
 def sfa_window(k: int) -> int:
@@ -304,8 +309,9 @@ class Dense(Candidate):
 
     def prelude(self) -> str:
         """The source prelude of this tile's kernel: the implicit-cluster form for an unpaired tile
-        under IMPLICIT_CLUSTER_SWITCH, else none."""
-        return IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else ""
+        under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH."""
+        return ((IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else "")
+                + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else ""))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""

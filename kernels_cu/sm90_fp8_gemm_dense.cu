@@ -195,6 +195,16 @@ struct Raster {
 #else
 #define FP8GEMM_DENSE_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
 #endif
+// FP8GEMM_DENSE_ELECT_PRODUCER (the prelude of FP8GEMM_DENSE_ELECT_PRODUCER=1, a lab switch): the
+// producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
+// as DeepGEMM's: 25-30 SASS instructions per stage against 54-66 (each TMA issue under the plain
+// `threadIdx.x ==` test sat in an ELECT / BRA.U.ANY loop of its own; bench/NOTES.md, session 41:
+// the narrow 64-row tiles' gap to DeepGEMM fits ~1 ns per producer instruction per stage).
+#ifdef FP8GEMM_DENSE_ELECT_PRODUCER
+#define FP8GEMM_DENSE_PRODUCER_UNROLL _Pragma("unroll 8")
+#else
+#define FP8GEMM_DENSE_PRODUCER_UNROLL _Pragma("unroll 1")
+#endif
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
           bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
@@ -315,7 +325,11 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     if (warp_idx >= S::kMathThreads / 32) {
         // ================================ producer ================================
         setmaxnreg_dec<kProducerRegs>();
+#ifdef FP8GEMM_DENSE_ELECT_PRODUCER
+        if (warp_idx == S::kMathThreads / 32 && elect_one_sync()) {
+#else
         if (threadIdx.x == S::kMathThreads) {
+#endif
             Tiles tiles(tile_rows);
             PipelineState<kNumStages> pipe;
             uint32_t m_block, n_block;
@@ -331,7 +345,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                 if constexpr (kGrouped && kCluster > 1 && !kMulticastA)
                     share = share && group_of_tile(m_block ^ 1u, tile_prefix, num_groups) == rows.group;
                 const uint32_t a_row = rows.row_base, b_row = rows.group * kShapeN + n_block * BLOCK_N;
-#pragma unroll 1
+                FP8GEMM_DENSE_PRODUCER_UNROLL
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
                     wait_parity(smem_addr(&empty_bar[pipe.stage]), pipe.empty_parity());
                     Mbarrier* bar = &full_bar[pipe.stage];

@@ -327,6 +327,25 @@ def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
     assert res.returncode != 0 and "unpaired tiles only" in res.stderr
 
 
+@needs_nvcc
+@pytest.mark.parametrize("cfg,n,k,grouped", [((64, 32, 16, 1, 0, 8), 512, 4096, False),
+                                             ((128, 128, 5, 1, 0, 8), 512, 4096, False),
+                                             ((256, 128, 3, 2, 1, 8), 4096, 4096, False),
+                                             ((128, 128, 5, 2, 0, 2), 1536, 4096, True)], ids=str)
+def test_dense_elect_producer_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
+    """FP8GEMM_DENSE_ELECT_PRODUCER: the prelude under the switch only; with it the kernel compiles
+    without spills for plain and paired tiles and the grouped mode (the producer unrolled by 8)."""
+    from fp8gemm.dispatch import dense
+    c = Dense(*cfg)
+    monkeypatch.setattr(dense, "ELECT_PRODUCER_SWITCH", False)
+    assert dense.ELECT_PRODUCER_PRELUDE not in c.prelude()
+    monkeypatch.setattr(dense, "ELECT_PRODUCER_SWITCH", True)
+    assert dense.ELECT_PRODUCER_PRELUDE in c.prelude()
+    targs = c.template_args(n, k, "bfloat16", True, True, grouped)
+    log = _compile(tmp_path, c.variant, targs, c.prelude())
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+
+
 def test_generated_wgmma_header_is_current():
     import importlib.util
     path = compiler.kernel_dir() / "ptx" / "gen_wgmma_fp8.py"

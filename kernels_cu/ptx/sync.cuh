@@ -23,6 +23,16 @@ __device__ __forceinline__ uint32_t warp_idx_uniform() {
     return __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
 }
 
+/// elect.sync over a whole converged warp: true in one lane. ptxas knows that lane alone runs
+/// what it guards (a `threadIdx.x == n` test it cannot prove single: each TMA issue under it
+/// then sits in an ELECT / BRA.U.ANY loop of its own).
+__device__ __forceinline__ bool elect_one_sync() {
+    uint32_t pred = 0;
+    asm volatile("{\n\t.reg .b32 rx;\n\t.reg .pred px;\n\telect.sync rx|px, %1;\n\t@px mov.s32 %0, 1;\n\t}"
+                 : "+r"(pred) : "r"(0xffffffffu));
+    return pred != 0;
+}
+
 }  // namespace fp8gemm
 
 namespace fp8gemm {
