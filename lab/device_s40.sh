@@ -4,7 +4,7 @@
 #   STORE64=1 the dense tests of widths with 64-byte-multiple rows, FP8GEMM_DENSE_STORE_64B=1
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py);
-#            DGTILE_B="VAR=1 ..." again with that environment (DGTILE_B_SHAPES), same machine and call
+#            DGTILE_B="VAR=1;VAR2=1 VAR3=1" again with each environment (DGTILE_B_SHAPES), same call
 #   BI=1     issue 57: the dense evidence tests and the default picks rule GPU test
 #   BIQ=1    the mode's cost (fp8gemm-bench --quick --batch-invariant, no peers), the rule off and on
 #   UNSEEN=1 fp8gemm-bench --unseen against DeepGEMM (UNSEEN_M: its M values; UNSEEN_PEERS)
@@ -34,12 +34,14 @@ fi
 if [ -n "$DGTILE" ]; then
   timeout ${AB_S:-190} python3 lab/dense_dgtile.py "$OUT/dgtile.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile.log"
   echo "dgtile rc=${PIPESTATUS[0]}"; grep -E "past|Error|DeepGEMM's tile" "$OUT/dgtile.log" | cut -c1-150
-  if [ -n "$DGTILE_B" ]; then     # again with the environment DGTILE_B (e.g. FP8GEMM_DENSE_IMPLICIT_CLUSTER=1)
-    env $DGTILE_B DGTILE_SHAPES="${DGTILE_B_SHAPES:-$DGTILE_SHAPES}" timeout ${AB_S:-190} \
-      python3 lab/dense_dgtile.py "$OUT/dgtile_b.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile_b.log"
-    echo "dgtile with $DGTILE_B rc=${PIPESTATUS[0]}"
-  fi
-  python3 - "$OUT/dgtile.json" "$OUT/dgtile_b.json" <<'PY'
+  i=0; IFS=';' read -ra variants <<< "$DGTILE_B"
+  for v in "${variants[@]}"; do   # again with each environment of DGTILE_B ("A=1;B=1 C=1"), same call
+    i=$((i + 1))
+    env $v DGTILE_SHAPES="${DGTILE_B_SHAPES:-$DGTILE_SHAPES}" timeout ${AB_S:-190} \
+      python3 lab/dense_dgtile.py "$OUT/dgtile_b$i.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile_b$i.log"
+    echo "dgtile b$i ($v) rc=${PIPESTATUS[0]}"
+  done
+  python3 - "$OUT/dgtile.json" "$OUT"/dgtile_b*.json <<'PY'
 import json, os, sys
 for path in sys.argv[1:]:
   if not os.path.exists(path):
