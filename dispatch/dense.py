@@ -32,6 +32,13 @@ K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "1") != "0"
 # 64B-swizzled TMA store (about 73); the kernel now has that staging too (epilogue.cuh, kSwz = 64).
 # Not yet run on a GPU: FP8GEMM_DENSE_STORE_64B=1 turns it on (GPU tests, then the A/B).
 STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "0") == "1"
+# NOTES (session 41, CPU only): rows of 16 or 32 bytes (the 64-row tiles of 8 / 16 bf16 columns
+# DeepGEMM's model picks at N = 512) stored directly, ~70-150 instructions with a branch region per
+# STG, against DeepGEMM's ~40 and one TMA store; FP8GEMM_DENSE_STORE_NARROW=1 stages them as one
+# unswizzled box (epilogue.cuh NarrowStaging, the general kernel's) and stores it by TMA. Not yet
+# run on a GPU.
+STORE_NARROW_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_NARROW", "0") == "1"
+NARROW_ROWS = (16, 32)
 # K-major As comes in windows of 4 or 8 K blocks (16 / 32 bytes per row: TMA's least box is 16),
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
@@ -226,14 +233,23 @@ class Dense(Candidate):
 
     def store_swizzle(self, out_dtype: str) -> int:
         """The staging's chunk row bytes and the C map's swizzle (the kernel's kStoreSwizzle): 128
-        where a tile row is whole 128-byte chunks, else 64 (96 bf16 columns: DeepGEMM's 64B swizzle)."""
-        return 128 if (self.block_n * OUT_BYTES[out_dtype]) % 128 == 0 else 64
+        where a tile row is whole 128-byte chunks, 64 where 64-byte ones (96 bf16 columns:
+        DeepGEMM's 64B swizzle), else 0 (rows of 16 / 32 bytes: one unswizzled box)."""
+        row = self.block_n * OUT_BYTES[out_dtype]
+        return 128 if row % 128 == 0 else 64 if row % 64 == 0 else 0
 
     def store_ok(self, out_dtype: str) -> bool:
-        """Whether this width can use the TMA-store staging: rows of whole 128-byte chunks, or with
-        STORE_64B_SWITCH of 64-byte chunks (64B-swizzled)."""
+        """Whether this width can use the TMA-store staging: rows of whole 128-byte chunks, with
+        STORE_64B_SWITCH of 64-byte chunks (64B-swizzled), with STORE_NARROW_SWITCH rows of 16 or
+        32 bytes (one unswizzled box)."""
         row = self.block_n * OUT_BYTES[out_dtype]
-        return row % 128 == 0 or (STORE_64B_SWITCH and row % 64 == 0)
+        return (row % 128 == 0 or (STORE_64B_SWITCH and row % 64 == 0)
+                or (STORE_NARROW_SWITCH and row in NARROW_ROWS))
+
+    def _store_map(self, out_dtype: str) -> dict:
+        """The Plan's C-map arguments: the swizzled chunk, or the narrow box (its columns)."""
+        swz = self.store_swizzle(out_dtype)
+        return {"store_swizzle": swz} if swz else {"store_box": self.block_n}
 
     def is_valid(self, desc: GemmDesc) -> bool:
         return (desc.shape_ok() and desc.out_dtype != "float32" and self.block_m in BLOCK_MS
@@ -279,13 +295,14 @@ class Dense(Candidate):
                     gemm_args(tmap_a, tmap_b, p, ldc)
                     + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles,
-                    store_swizzle=self.store_swizzle(p.out_dtype))
+                    **self._store_map(p.out_dtype))
 
     def _store(self, p, ldc: int, out_aligned: bool, smem_for) -> tuple:
         """(TMA store, shared memory bytes): the staging where the width and C's layout allow it
         and it fits beside this ring (smem_for(store) -> bytes), else direct stores."""
+        swz = self.store_swizzle(p.out_dtype)
         store = self.store_ok(p.out_dtype) and tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc,
-                                                           out_aligned, chunk=self.store_swizzle(p.out_dtype))
+                                                           out_aligned, narrow=swz == 0, chunk=swz or 128)
         smem = smem_for(store)
         if smem > MAX_SMEM_PER_BLOCK:      # the staging does not fit beside this ring: store directly
             store, smem = False, smem_for(False)
@@ -344,7 +361,7 @@ class Dense(Candidate):
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m)),) + group_args(gp),
                     tma_store=store, num_tiles=tiles,
-                    store_swizzle=self.store_swizzle(p.out_dtype))
+                    **self._store_map(p.out_dtype))
 
     @classmethod
     def fallback(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, reason: str = "") -> Dense:

@@ -121,11 +121,23 @@ struct NarrowStaging {
     static constexpr uint32_t kRowBytes = BLOCK_N * kElemBytes;
     static constexpr uint32_t kBytes = kRows * kRowBytes;               // per warpgroup: 1-4 KiB
     static constexpr bool kSupported = kRowBytes == 16 || kRowBytes == 32 || kRowBytes == 64;
+    // As SwizzledStaging's, for a kernel that issues the stores itself (the dense kernel): one
+    // chunk, the whole row.
+    static constexpr uint32_t kNumChunks = 1;
+    static constexpr uint32_t kChunkBytes = kBytes;
+    static constexpr uint32_t kChunkElems = BLOCK_N;
 
     /// Stage the pair (row, col), (row, col + 1); col even, both inside the tile.
     __device__ __forceinline__ static void write_pair(uint8_t* stage, uint32_t row, uint32_t col, float v0,
                                                       float v1) {
         store_out2<kOut>(stage + row * kRowBytes + col * kElemBytes, 0, v0, v1);
+    }
+
+    /// Stage one warpgroup's accumulator fragments (stage_fragments).
+    template <int kNumAccum>
+    __device__ __forceinline__ static void write_fragments(uint8_t* stage, uint32_t warp_in_wg, uint32_t lane,
+                                                           const float (&total)[kNumAccum]) {
+        stage_fragments<NarrowStaging, BLOCK_N>(stage, warp_in_wg, lane, total);
     }
 
     /// One thread: the staged 64 x BLOCK_N tile as one bulk tensor store, committed as a group.

@@ -270,11 +270,14 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     constexpr uint32_t kSfaSlotFloats = BLOCK_M * kSfaWindow;
     constexpr uint32_t kSfaBytes = kSfaSlotFloats * 4;           // one window (K-major) or column
     // Rows of whole 128-byte chunks: the 128B swizzle; else (96 bf16 columns: 192 bytes) 64-byte
-    // chunks with the 64B swizzle, as DeepGEMM's kSwizzleDMode (the host's C map matches:
-    // Dense.store_swizzle).
-    constexpr uint32_t kStoreSwizzle = (BLOCK_N * (kOut == OutType::kFP32 ? 4 : 2)) % 128 == 0 ? 128 : 64;
-    using Staging = SwizzledStaging<kOut, BLOCK_N, kStoreSwizzle>;
-    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs BLOCK_N * sizeof(out) % 64 == 0");
+    // chunks with the 64B swizzle, as DeepGEMM's kSwizzleDMode; rows of 16 or 32 bytes (8 / 16 bf16
+    // columns) one unswizzled box (NarrowStaging; the host's C map matches: Dense.store_swizzle,
+    // 0 there, and the Plan's store_box).
+    constexpr uint32_t kRowBytes = BLOCK_N * (kOut == OutType::kFP32 ? 4 : 2);
+    constexpr uint32_t kStoreSwizzle = kRowBytes % 128 == 0 ? 128 : kRowBytes % 64 == 0 ? 64 : 0;
+    using Staging = typename SelectType<kStoreSwizzle != 0, SwizzledStaging<kOut, BLOCK_N, kStoreSwizzle ? kStoreSwizzle : 128>,
+                                        NarrowStaging<kOut, BLOCK_N>>::type;
+    static_assert(!kTmaStore || Staging::kSupported, "TMA store needs rows of 16, 32 or a multiple of 64 bytes");
     constexpr uint32_t kStagingBytes = kTmaStore ? S::kMathWGs * S::kWaves * Staging::kBytes : 0;
     constexpr uint32_t kSfbFloats = 2 * kNumKBlocks;           // a tile's two Bs rows
     constexpr uint32_t kSfbBytes = (2 * kSfbFloats * 4 + 15) / 16 * 16;   // two tiles' (tile parity)

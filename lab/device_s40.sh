@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (session 40, issues 55 and 29), parts by switch; carry .peers.
 #   GTEST=1  the dense grouped GPU tests (pairs sharing B: multicast within one group only)
-#   STORE64=1 the dense tests of widths with 64-byte-multiple rows, FP8GEMM_DENSE_STORE_64B=1
+#   STORE64=1 the dense tests of widths with 64-byte-multiple or 16 / 32-byte rows, FP8GEMM_DENSE_STORE_64B=1
+#            and FP8GEMM_DENSE_STORE_NARROW=1
 #   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py);
 #            DGTILE_B="VAR=1;VAR2=1 VAR3=1" again with each environment (DGTILE_B_SHAPES), same call
@@ -22,8 +23,8 @@ if [ -n "$GTEST" ]; then
     > "$OUT/grouped_tests.log" 2>&1; echo "grouped dense tests rc=$?"; tail -3 "$OUT/grouped_tests.log" | cut -c1-300
 fi
 if [ -n "$STORE64" ]; then     # the 64B-swizzled staging (96-column bf16 tiles) switched on
-  FP8GEMM_DENSE_STORE_64B=1 timeout ${STORE64_S:-120} python3 -m pytest -q -x -p no:cacheprovider -n 8 \
-    tests/test_matmul_dense.py tests/test_grouped_gpu.py -k "dense and (96 or 48 or 160 or 32)" > "$OUT/store64_tests.log" 2>&1
+  FP8GEMM_DENSE_STORE_64B=1 FP8GEMM_DENSE_STORE_NARROW=1 timeout ${STORE64_S:-120} python3 -m pytest -q -x -p no:cacheprovider -n 8 \
+    tests/test_matmul_dense.py tests/test_grouped_gpu.py -k "dense and (96 or 48 or 160 or 32 or 16)" > "$OUT/store64_tests.log" 2>&1
   echo "store64 tests rc=$?"; tail -3 "$OUT/store64_tests.log" | cut -c1-300
 fi
 if [ -n "$GAB" ]; then

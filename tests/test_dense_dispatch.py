@@ -224,3 +224,20 @@ def test_store_64b_switch(monkeypatch):
     assert not Dense(128, 40, 6).store_ok("bfloat16")                       # 80-byte rows: direct stores
     assert c96.staging_bytes("bfloat16", True) == 128 * 96 * 2
     assert tma_store_ok(4096, 96, 2, 4096, True, chunk=64) and not tma_store_ok(4096, 96, 2, 4096, True)
+
+
+def test_store_narrow_switch(monkeypatch):
+    """Rows of 16 or 32 bytes (8 / 16 bf16 columns) store through one unswizzled box only with
+    FP8GEMM_DENSE_STORE_NARROW=1: the C map's box is the tile's width (store_box), no swizzle."""
+    from fp8gemm.launcher import tma_store_ok
+    c16 = Dense(64, 16, 12, 2, 1, 8)
+    monkeypatch.setattr(dense, "STORE_NARROW_SWITCH", False)
+    assert not c16.store_ok("bfloat16") and c16.store_swizzle("bfloat16") == 0
+    monkeypatch.setattr(dense, "STORE_NARROW_SWITCH", True)
+    assert c16.store_ok("bfloat16") and c16.store_ok("float16")
+    assert c16._store_map("bfloat16") == {"store_box": 16}
+    assert Dense(128, 128, 5)._store_map("bfloat16") == {"store_swizzle": 128}
+    assert Dense(128, 96, 6)._store_map("bfloat16") == {"store_swizzle": 64}
+    assert not Dense(64, 48, 8).store_ok("bfloat16")                        # 96-byte rows: direct stores
+    assert c16.staging_bytes("bfloat16", True) == 64 * 16 * 2
+    assert tma_store_ok(4096, 16, 2, 4096, True, narrow=True) and not tma_store_ok(4096, 16, 2, 4096, True)

@@ -160,7 +160,9 @@ def _dense_instantiations():
         for n, k in ((1000, 1536), (4096, 4096))[:2 if i < 3 else 1]:
             for dt in ("bfloat16", "float16"):
                 # the 64B-swizzled staging too (rows of 64 * odd bytes; FP8GEMM_DENSE_STORE_64B=1)
-                for store in {c.store_ok(dt), (c.block_n * OUT_BYTES[dt]) % 64 == 0, False}:
+                # and the narrow box (rows of 16 / 32 bytes; FP8GEMM_DENSE_STORE_NARROW=1)
+                row = c.block_n * OUT_BYTES[dt]
+                for store in {c.store_ok(dt), row % 64 == 0 or row in (16, 32), False}:
                     for km in (False, True):           # As M-major, K-major (the window)
                         if c.smem_bytes(dt, k, store, km) <= 232448:
                             seen.add((c.variant, c.template_args(n, k, dt, store, km)))
