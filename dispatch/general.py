@@ -9,6 +9,7 @@ dispatch/grouped.py chooses) and split K (kernels_cu/split_k.cuh).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from .. import compiler, tma
@@ -38,6 +39,17 @@ B_SLOT_BYTES = 128                                   # per stage (16 used; TMA d
 WINDOW_BLOCKS = 32                                   # K blocks per scale window (128 bytes of a K-major row)
 IN_BLOCK_MAX_BLOCKS = 8                              # units that take the in-block loads (32 bytes of a row)
 CHUNKS = (8, 4)                 # K blocks per unrolled chunk of the K loop (kChunk), the longest that fits first
+
+# Lab switch (FP8GEMM_GENERAL_ELECT_PRODUCER=1, off by default): the general and swap-AB kernels'
+# producer lane chosen by elect.sync (kernels_cu/general_tiles.cuh: general_producer), as the dense
+# kernel's under FP8GEMM_DENSE_ELECT_PRODUCER. Not yet measured.
+ELECT_PRODUCER_SWITCH = os.environ.get("FP8GEMM_GENERAL_ELECT_PRODUCER", "0") == "1"
+ELECT_PRODUCER_PRELUDE = "#define FP8GEMM_GENERAL_ELECT_PRODUCER 1\n"
+
+
+def producer_prelude() -> str:
+    """The general-family kernels' source prelude: the elected producer under its switch."""
+    return ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else ""
 
 
 def window_bytes(block_m: int) -> int:
@@ -393,7 +405,7 @@ class General(Candidate):
         smem = self.smem_bytes(p.out_dtype, source)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", store, False,
-                                                      scale_tma=source, chunk=chunk), smem)
+                                                      scale_tma=source, chunk=chunk), smem, producer_prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         narrow = store and self.block_n * OUT_BYTES[p.out_dtype] in NARROW_ROW_BYTES
@@ -417,7 +429,7 @@ class General(Candidate):
         store = tma_store_ok(p.n, self.block_n, OUT_BYTES[p.out_dtype], ldc, out_aligned)
         fine = p.out_dtype == "float32" and precise_fp32
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, store, True),
-                                   MAX_SMEM_PER_BLOCK)
+                                   MAX_SMEM_PER_BLOCK, producer_prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, BLOCK_M, gp) * cdiv(p.n, self.block_n)
@@ -548,7 +560,8 @@ class SwapAB(General):
         """Tile space C^T (N x M): the wgmma A operand is B."""
         smem = self.smem_bytes(p.out_dtype)
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.out_dtype, p.out_dtype == "float32", False), smem)
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", False), smem,
+                                   producer_prelude())
         tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, False, cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n),
@@ -559,7 +572,7 @@ class SwapAB(General):
         p = gp.gemm
         fine = p.out_dtype == "float32" and precise_fp32
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, True),
-                                   MAX_SMEM_PER_BLOCK)
+                                   MAX_SMEM_PER_BLOCK, producer_prelude())
         tmap_a = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
         tiles = token_tiles(p.m, self.block_n, gp) * cdiv(p.n, BLOCK_M)

@@ -20,6 +20,7 @@
 #include "common/types.cuh"
 #include "common/pipeline.cuh"
 #include "ptx/mbarrier.cuh"
+#include "ptx/sync.cuh"
 #include "ptx/tma.cuh"
 #include "scheduler.cuh"
 #include "swiglu_epilogue.cuh"
@@ -364,7 +365,17 @@ __device__ __forceinline__ void general_producer(const Tiles& tiles, const Smem&
                                                  const ScaleCopySrc& copy = ScaleCopySrc{}) {
     if constexpr (kGrouped) setmaxnreg_dec<general::kProducerRegs>();
     constexpr bool kCopy = (kScaleTma & general::kScaleCopy) != 0;      // the whole warp (produce_units)
-    if (kCopy ? threadIdx.x / 32 == general::kProducerThread / 32 : threadIdx.x == general::kProducerThread) {
+    // FP8GEMM_GENERAL_ELECT_PRODUCER (the prelude of the lab switch of that name): the producer lane
+    // chosen by elect.sync, so that ptxas knows one lane runs the TMA issues (under the plain
+    // `threadIdx.x ==` test each sits in an ELECT / BRA.U.ANY loop; the dense kernel's producer,
+    // bench/NOTES.md session 41). Any lane of warp 1 will do: the early start ran on all of it.
+#ifdef FP8GEMM_GENERAL_ELECT_PRODUCER
+    const bool producer = threadIdx.x / 32 == general::kProducerThread / 32 && (kCopy || elect_one_sync());
+#else
+    const bool producer = kCopy ? threadIdx.x / 32 == general::kProducerThread / 32
+                                : threadIdx.x == general::kProducerThread;
+#endif
+    if (producer) {
         if (!early_start) producer_sched = tiles.scheduler();
         // The first unit's loads come from before the CTA sync (grouped, split: located here);
         // each next unit's are located after the previous unit's last load.

@@ -348,6 +348,23 @@ def test_dense_elect_producer_prelude(tmp_path, monkeypatch, cfg, n, k, grouped)
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
 
 
+@needs_nvcc
+def test_general_elect_producer_prelude(tmp_path, monkeypatch):
+    """FP8GEMM_GENERAL_ELECT_PRODUCER: the general-family prelude under the switch only; with it a
+    general, a 64-row and a swap-AB instantiation compile without spills."""
+    from fp8gemm.dispatch import general as gen
+    monkeypatch.setattr(gen, "ELECT_PRODUCER_SWITCH", False)
+    assert gen.producer_prelude() == ""
+    monkeypatch.setattr(gen, "ELECT_PRODUCER_SWITCH", True)
+    assert gen.producer_prelude() == gen.ELECT_PRODUCER_PRELUDE
+    cases = [(General(128, 4), General(128, 4).template_args("bfloat16", False, True, False)),
+             (General(32, 8, block_m=64), General(32, 8, block_m=64).template_args("bfloat16", False, False, False)),
+             (SwapAB(16, 6), SwapAB(16, 6).template_args("float32", True, False))]
+    for c, targs in cases:
+        log = _compile(tmp_path, c.variant, targs, gen.producer_prelude())
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), (c, log[-2000:])
+
+
 def test_generated_wgmma_header_is_current():
     import importlib.util
     path = compiler.kernel_dir() / "ptx" / "gen_wgmma_fp8.py"
