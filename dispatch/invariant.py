@@ -6,8 +6,9 @@ B, Bs and the row's own A row and As row, ``matmul(..., batch_invariant=True)`` 
 bits into that row for every M. ``out=`` (its strides, alignment) and the layout of As (row-major,
 M-major) may differ between the calls; the SM count of the device does not enter either.
 
-The rule (``invariant_candidate``; at M <= SMALL_M_MAX ``mode_candidate`` takes other tiles
-measured to give the same bits, below): one kernel and every knob that decides a row's summation
+The rule (``invariant_candidate``; ``mode_candidate`` takes other tiles measured to give the same
+bits, below: the default dispatcher's own pick where it is such a tile, DEFAULT_PICKS, and at
+M <= SMALL_M_MAX the small-M tiles): one kernel and every knob that decides a row's summation
 order chosen from (N, K, out dtype) alone, never from M:
 
 * the general kernel (``General``) for every M, never gemv, swap-AB, short-K, wg3 or dense, and
@@ -59,14 +60,13 @@ from the rows per group) and the MoE layer (fp8gemm.moe: the chain unless fused=
 never the per-expert device choice; moe_ep passes the mode to each rank's layer), through the same
 front ends (torch ops with a bool in the schema, JAX targets with a ``_batch_invariant`` suffix).
 The grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py) passed on the H100
-(session 38). What remains: the cost (issue 57's goal: within 10% of the default at M <= 64, 3% at
-M >= 1024). The H100 bench (fp8gemm-bench --quick --batch-invariant, session 39), the mode's time
-over the default's: 1.338x at M <= 64, 1.184x at 64 < M <= 256, 1.382x at 256 < M < 1024, 1.052x
-at M >= 1024 with the small-M tiles (without: 1.748x, 1.668x, 1.367x, 1.049x). Next: whether the
-dense kernel gives a row the mode's bits (its K loop promotes with the same expression in the same
-block order; tests/test_batch_invariant.py's test_dense_gives_the_same_bits, not yet run): if so
-the mode could run the default's dense tiles from M = 65 up; and K split points fixed by K alone,
-summed in split_k.cuh's fixed order.
+(session 38). What remains: the cost at small M (issue 57's goal: within 10% of the default at M <= 64, 3% at
+M >= 1024). On the H200 (fp8gemm-bench --quick --batch-invariant, session 41), the mode's time over
+the default's with the default's picks: 1.347x at M <= 64, 1.150x at 64 < M <= 256, 1.013x at
+256 < M < 1024, 0.998x at M >= 1024 (without them: 1.398x, 1.204x, 1.346x, 1.081x). What is left
+is where the default splits K or runs gemv at small M: the mode cannot follow a split whose points
+move with M, and a split fixed by K alone would need every large-M tile to carry a second running
+sum (bench/NOTES.md, session 41).
 """
 from __future__ import annotations
 
@@ -151,20 +151,25 @@ SMALL_M_TILES = os.environ.get(SMALL_M_ENV, "").strip().lower() not in ("0", "fa
 SMALL_M_MAX = 256                    # above it the mode's one tile
 
 
-# The default's picks (issue 57's cost; off until its GPU test has run:
-# FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS=1): at any M the default dispatcher's own pick where it is a
-# tile of a kind that gives a row the mode's bits, so that the mode costs nothing there: the dense
-# kernel (bf16 / fp16 out: its K loop runs the general kernel's coarse promotion, the same
-# expression per 128-wide K block in the same block order; tests/test_batch_invariant.py's
-# test_dense_gives_the_same_bits is the evidence to run), unsplit general tiles of the widths
-# measured (session 38: 16-128, 64 or 128 rows), unsplit swap-AB tiles (measured, and the
-# small-M rule's own), short-K tiles (the same promotion, block 0 added to zero since session 41)
-# and wg3's 192-row tiles at bf16 / fp16 (the same expression in the same block order); the
-# evidence tests of dense, short-K and wg3 are to run. Every other pick (gemv, a split, a wider
-# general tile) gets the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's table;
-# the bits would not, if every such tile gives the mode's.
+# The default's picks (issue 57's cost; on by default, FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS=0 turns
+# them off): at any M the default dispatcher's own pick where it is a tile of a kind that gives a
+# row the mode's bits, so that the mode costs nothing there: the dense kernel (bf16 / fp16 out: its
+# K loop runs the general kernel's coarse promotion, the same expression per 128-wide K block in
+# the same block order), unsplit general tiles of the widths measured (session 38: 16-128, 64 or
+# 128 rows), unsplit swap-AB tiles (measured, and the small-M rule's own), short-K tiles (the same
+# promotion, block 0 added to zero since session 41) and wg3's 192-row tiles at bf16 / fp16 (the
+# same expression in the same block order). Every other pick (gemv, a split, a wider general tile)
+# gets the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's
+# table; the bits do not, as measured: on the H200 (session 41, lab/device_s40.sh BI=1, source
+# ad6a0f00) every dense tile of test_dense_gives_the_same_bits (64x64, 128x128, 128x128 2acc,
+# 128x96, 256x128 pairs sharing A, 128x128 pairs sharing B; bf16, fp16), short-K (bf16, fp16,
+# fp32) and wg3 (bf16, fp16) gave every row the mode's bits, and test_default_picks_keep_the_bits
+# (the first rows at ten M from 1 to 2048 against the same rows at M = 4096, every trace (N, K)
+# whose picks differ in kind, bf16 / fp16 / fp32) passed. The mode's cost against the default
+# there (fp8gemm-bench --quick --batch-invariant, H200): M >= 1024 1.081x -> 0.998x, 256 < M <
+# 1024 1.346x -> 1.013x, 64 < M <= 256 1.204x -> 1.150x, M <= 64 1.398x -> 1.347x.
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
-DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 MEASURED_WIDTHS = (16, 32, 64, 128)
 DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K block: not fp32's fine mode
 

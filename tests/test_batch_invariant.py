@@ -138,7 +138,7 @@ def test_small_m_tiles_rule(monkeypatch):
 
 
 def test_default_picks_rule(monkeypatch):
-    """The default's picks (DEFAULT_PICKS, off by default): at every M the default's own pick on
+    """The default's picks (DEFAULT_PICKS, on by default): at every M the default's own pick on
     the H100's table where it is a dense tile (bf16 / fp16 out), an unsplit general tile of a
     measured width or an unsplit swap-AB tile, else what the rule off gives; an As the dense kernel
     cannot read gets the mode's tile, never the default's fallback."""
@@ -195,11 +195,11 @@ def test_default_pick_keeps_bits():
 @pytest.mark.parametrize("env_name,attr,value,want", [
     ("SMALL_M_ENV", "SMALL_M_TILES", None, True), ("SMALL_M_ENV", "SMALL_M_TILES", "1", True),
     ("SMALL_M_ENV", "SMALL_M_TILES", "0", False), ("SMALL_M_ENV", "SMALL_M_TILES", "off", False),
-    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", None, False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "1", True),
-    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False)])
+    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", None, True), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "1", True),
+    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are off unless it turns them on."""
+    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
@@ -278,7 +278,9 @@ def test_environment_variable(value, want):
 
 
 def test_explain_names_the_mode_kernel(monkeypatch, mode):
-    """The mode's kernel and why; with the small-M tiles on (the default), M = 1's small-M tile."""
+    """The mode's kernel and why; with the small-M tiles on (the default), M = 1's small-M tile;
+    with the default's picks on (the default), the default's tile where it keeps the bits."""
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
     tile = invariant.mode_candidate(1, 4096, 4096)
     assert tile != invariant_candidate(4096, 4096, "bfloat16")
@@ -298,6 +300,11 @@ def test_explain_names_the_mode_kernel(monkeypatch, mode):
     assert fp8gemm.explain(1, 4096, 4096) == fp8gemm.dispatch.explain(1, 4096, 4096)
     invariant.set_batch_invariant(True)
     assert fp8gemm.explain(1, 4096, 4096) == one                      # None: the process-wide mode
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
+    default = select(4096, 4096, 4096)
+    assert invariant.default_pick_keeps_bits(default, "bfloat16"), default
+    s = fp8gemm.explain(4096, 4096, 4096, batch_invariant=True)
+    assert "the default's pick" in s and default.describe() in s
     assert "batch-invariant" not in fp8gemm.explain(1, 4096, 4096, batch_invariant=False)
     assert "no kernel" in fp8gemm.explain(0, 4096, 4096)
     with pytest.raises(ValueError):                                   # matmul's rules, its messages
