@@ -1,6 +1,6 @@
 """Shape lists: the built-in DeepSeek-V4-Flash trace (264 (M, N, K) GEMMs, fp8gemm/deepseek_v4_flash.csv),
 the unseen list (fp8gemm/other_models.csv: 32 (N, K) of other models' linear layers, none of them
-the trace's, at 7 M values, 5 of them not the trace's; fp8gemm-bench --unseen measures how far the
+the trace's, at 7 M values, 6 of them not the trace's; fp8gemm-bench --unseen measures how far the
 dispatcher's tuning carries beyond the trace) and CSV files of the same form (columns M, N, K;
 others ignored), read by fp8gemm.precompile, fp8gemm-bench and fp8gemm-tune."""
 from __future__ import annotations
