@@ -213,7 +213,7 @@ def _general_template_args(case, monkeypatch):
     monkeypatch.setattr(tma, "encode_2d", lambda *a, **k: tma.ZERO_DESCRIPTOR)
     monkeypatch.setattr(tma, "encode_2d_fp8", lambda *a, **k: tma.ZERO_DESCRIPTOR)
 
-    def get_kernel(device, variant, targs, smem):
+    def get_kernel(device, variant, targs, smem, prelude=""):
         raise _Reached(targs)
     monkeypatch.setattr(compiler, "get_kernel", get_kernel)
     with pytest.raises(_Reached) as reached:
