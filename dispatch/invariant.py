@@ -11,11 +11,10 @@ bits, below: the default dispatcher's own pick where it is such a tile, DEFAULT_
 M <= SMALL_M_MAX the small-M tiles): one kernel and every knob that decides a row's summation
 order chosen from (N, K, out dtype) alone, never from M:
 
-* the general kernel (``General``) for every M, never gemv, swap-AB, short-K, wg3 or dense, and
-  never the dispatch table (tuned per M). Their orders differ from the general kernel's and from
-  each other's: gemv sums K blocks in warp-turn order through mma.sync m16n8k32 and shared
-  memory, swap-AB puts the tokens on wgmma's N side, short-K, wg3 and dense have their own
-  promotion schedules, and the default dispatcher switches among them by M;
+* the one tile is the general kernel's (``General``) for every M; what else runs is a kind of
+  tile measured to give its bits (DEFAULT_PICKS, SMALL_M_TILES), never gemv (it sums K blocks in
+  warp-turn order through mma.sync m16n8k32 and shared memory: measured different bits) and
+  never a split;
 * 128-row tiles (``block_m`` fixed), ``block_n``, ``stages`` and ``group_m`` fixed by (N, K,
   out dtype): the block_n that the time model (general.cost_us) puts within LARGE_M_SLACK of the
   best at M >= 1024 (where the mode's cost goal is 3%), the least costly of those at M <= 256;
