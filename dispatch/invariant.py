@@ -160,11 +160,12 @@ SMALL_M_MAX = 256                    # above it the mode's one tile
 # same expression in the same block order). Every other pick (gemv, a split, a wider general tile)
 # gets the small-M rule or the mode's one tile. The default's pick depends on M and on the GPU's
 # table; the bits do not, as measured: on the H200 (session 41, lab/device_s40.sh BI=1, source
-# ad6a0f00) every dense tile of test_dense_gives_the_same_bits (64x64, 128x128, 128x128 2acc,
+# ad6a0f00) every dense tile of the evidence tests (64x64, 128x128, 128x128 2acc,
 # 128x96, 256x128 pairs sharing A, 128x128 pairs sharing B; bf16, fp16), short-K (bf16, fp16,
 # fp32) and wg3 (bf16, fp16) gave every row the mode's bits, and test_default_picks_keep_the_bits
 # (the first rows at ten M from 1 to 2048 against the same rows at M = 4096, every trace (N, K)
-# whose picks differ in kind, bf16 / fp16 / fp32) passed. The mode's cost against the default
+# whose picks differ in kind, bf16 / fp16 / fp32) passed; those evidence tests are now plain tests
+# (tests/test_batch_invariant.py: test_default_pick_kinds_give_the_same_bits). The mode's cost against the default
 # there (fp8gemm-bench --quick --batch-invariant, H200): M >= 1024 1.081x -> 0.998x, 256 < M <
 # 1024 1.346x -> 1.013x, 64 < M <= 256 1.204x -> 1.150x, M <= 64 1.398x -> 1.347x.
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"

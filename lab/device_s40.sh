@@ -57,7 +57,7 @@ for path in sys.argv[1:]:
 PY
 fi
 if [ -n "$BI" ]; then
-  timeout ${BI_S:-170} python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_batch_invariant.py -k "dense or default_picks or short_k or wg3" -rxXf \
+  timeout ${BI_S:-170} python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_batch_invariant.py -k "default_pick" -rxXf \
     > "$OUT/bi_tests.log" 2>&1; echo "bi tests rc=$?"; grep -E "^(XFAIL|XPASS|FAILED)|passed|failed" "$OUT/bi_tests.log" | cut -c1-200 | tail -20
 fi
 if [ -n "$BIQ" ]; then
