@@ -10,7 +10,7 @@ whose As TMA cannot read (scales_ok) get the general kernel instead (fp8gemm/api
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
@@ -406,4 +406,9 @@ class Dense(Candidate):
                      None)
             if c is not None:
                 out.append(c)
+                # NOTES (bench/NOTES.md session 41, H200): an unpaired tile rastered along N (ours,
+                # groups of 8) ran 1.08x / 0.99x DeepGEMM's time at 64 x 96 / 64 x 128 where its own
+                # along-M raster ran 1.22x / 1.15x: the tuner measures both.
+                if cluster == 1:
+                    out.append(replace(c, multicast_a=1, group=8))
         return out

@@ -106,12 +106,15 @@ def test_peer_tile(shape, tile):
 
 def test_peer_configs(monkeypatch):
     """The tuner measures our kernel at DeepGEMM's tile with the most stages that fit (two
-    accumulators beside where the tile allows them), none where the tile is past our registers."""
+    accumulators beside where the tile allows them), an unpaired one also along N (ours), none
+    where the tile is past our registers."""
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
     got = Dense.peer_configs(GemmDesc(512, 512, 4096))
-    assert [c.label() for c in got] == ["dense 64x32 s16 gM8", "dense 64x32 s15 gM8 2acc"]
+    assert [c.label() for c in got] == ["dense 64x32 s16 gM8", "dense 64x32 s16 g8", "dense 64x32 s15 gM8 2acc",
+                                        "dense 64x32 s15 g8 2acc"]
     assert all(c in Dense.tuner_candidates(GemmDesc(512, 512, 4096)) for c in got)
-    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 0, 8)]   # along M, as DeepGEMM
+    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 0, 8),   # along M, as DeepGEMM
+                                                            Dense(128, 96, 7, 1, 1, 8)]   # and along N
     assert dense.peer_group(256, 128, True) == 16 and dense.peer_group(128, 96, False) == 8
     big = Dense(128, 96, 8, 1, 1, 8)
     assert big.smem_bytes("bfloat16", 4096, True, True) > dense.MAX_SMEM_PER_BLOCK
