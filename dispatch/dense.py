@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from .. import compiler, tma
 from ..dtypes import KERNEL_TYPE_IDS, OUT_BYTES
 from ..hw import MAX_SMEM_PER_BLOCK
-from ..launcher import NO_GROUPS, Plan, check_units, gemm_args, group_args, sm_count, tma_store_ok, token_tiles
+from ..launcher import (NARROW_ROW_BYTES, NO_GROUPS, Plan, check_units, gemm_args, group_args, sm_count, tma_store_ok,
+                        token_tiles)
 from .general import m_major_as_map, prefix_bytes
 from .variant import BLOCK_K, DEFAULT_NUM_SMS, FLAG, Candidate, GemmDesc, cdiv
 
@@ -38,7 +39,7 @@ STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "0") == "1"
 # unswizzled box (epilogue.cuh NarrowStaging, the general kernel's) and stores it by TMA. Not yet
 # run on a GPU.
 STORE_NARROW_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_NARROW", "0") == "1"
-NARROW_ROWS = (16, 32)
+NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows take the 64B swizzle
 # K-major As comes in windows of 4 or 8 K blocks (16 / 32 bytes per row: TMA's least box is 16),
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
