@@ -40,12 +40,17 @@ STATE_VERSION = 2             # results hold the variant and its own knobs
 # ---- the search space (CPU) ---------------------------------------------------------------------
 
 def candidates(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, limit: int = 16) -> list:
-    """The fallback's choice first, then each variant's tuner_candidates (in sel.TUNER_ORDER) that
+    """The fallback's choice first (and the older kernels' model choice where that is the dense
+    kernel), then each variant's tuner_candidates (in sel.TUNER_ORDER) that
     are valid for the shape, at most ``limit`` in all (the fallback is always kept), then the
     dense kernel's few (sel.EXTRA_CANDIDATES: beyond the limit, so that they take no slot from
     the older kernels' neighbourhoods, e.g. the K splits at small N)."""
     fallback = sel.fallback(desc, num_sms)
     out, seen = [fallback], {fallback.key()}
+    older = sel.fallback(desc, num_sms, dense=False)     # where the dense model chose, the older kernels' too
+    if older.key() not in seen:
+        out.append(older)
+        seen.add(older.key())
     for cls in sel.TUNER_ORDER + sel.EXTRA_CANDIDATES:
         room = limit if cls in sel.TUNER_ORDER else len(out) + 1
         for c in cls.tuner_candidates(desc, num_sms):

@@ -4,8 +4,9 @@ with each stage (M-major as a column, K-major as a 4-block window), Bs in shared
 tile, tiles of 64 / 128 / 256 rows and 16-256 columns, 1 x 2 CTA pairs with TMA multicast of the
 shared operand.
 
-The tuner measures it beside the other kernels (tuner_candidates); a table entry picks it. Callers
-whose As TMA cannot read (scales_ok) get the general kernel instead (fp8gemm/api.py).
+The tuner measures it beside the other kernels (tuner_candidates); a table entry picks it, and
+the fallback model (Dense.model) where no entry covers a shape. Callers whose As TMA cannot read
+(scales_ok) get the other kernels' model instead (fp8gemm/api.py).
 """
 from __future__ import annotations
 
@@ -28,17 +29,17 @@ BARRIER_BYTES = 16              # per stage: a full and an empty mbarrier
 # the H100 suite and the four sanitizers. FP8GEMM_DENSE_K_MAJOR=0 turns it off (forced K-major
 # configs and the grouped dense mode refuse, the tuner offers no dense configuration).
 K_MAJOR_SWITCH = os.environ.get("FP8GEMM_DENSE_K_MAJOR", "1") != "0"
-# NOTES (session 40, CPU only): tiles whose rows are 64 * odd bytes (96 bf16 columns) stored
-# directly, about 440 SASS instructions per thread and half-sector writes, against DeepGEMM's
-# 64B-swizzled TMA store (about 73); the kernel now has that staging too (epilogue.cuh, kSwz = 64).
-# Not yet run on a GPU: FP8GEMM_DENSE_STORE_64B=1 turns it on (GPU tests, then the A/B).
-STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "0") == "1"
-# NOTES (session 41, CPU only): rows of 16 or 32 bytes (the 64-row tiles of 8 / 16 bf16 columns
-# DeepGEMM's model picks at N = 512) stored directly, ~70-150 instructions with a branch region per
-# STG, against DeepGEMM's ~40 and one TMA store; FP8GEMM_DENSE_STORE_NARROW=1 stages them as one
-# unswizzled box (epilogue.cuh NarrowStaging, the general kernel's) and stores it by TMA. Not yet
-# run on a GPU.
-STORE_NARROW_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_NARROW", "0") == "1"
+# Tiles whose rows are 64 * odd bytes (96 bf16 columns) stored directly cost about 440 SASS
+# instructions per thread and half-sector writes, against DeepGEMM's 64B-swizzled TMA store (about
+# 73); the kernel stages them 64B-swizzled (epilogue.cuh, kSwz = 64). Rows of 16 or 32 bytes (the
+# 64-row tiles of 8 / 16 bf16 columns DeepGEMM's model picks at N = 512) stored directly, ~70-150
+# instructions with a branch region per STG, against ~40 and one TMA store: staged as one
+# unswizzled box (epilogue.cuh NarrowStaging, the general kernel's) and stored by TMA. Both on by
+# default since session 42: the dense GPU tests passed with them (H100: 479; H200, session 41, the
+# 64B staging's), and the H100 table (dispatch/h100.json) was tuned with them. Alone they measured
+# within noise at DeepGEMM's tiles (bench/NOTES.md, session 42). =0 turns each off (lab A/B).
+STORE_64B_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_64B", "1") != "0"
+STORE_NARROW_SWITCH = os.environ.get("FP8GEMM_DENSE_STORE_NARROW", "1") != "0"
 NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows take the 64B swizzle
 # K-major As comes in windows of 4 or 8 K blocks (16 / 32 bytes per row: TMA's least box is 16),
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
@@ -51,10 +52,13 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # K loop worth ~1% at most (bench/NOTES.md, session 41). Not yet measured.
 IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "0") == "1"
 IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
-# Lab switch (FP8GEMM_DENSE_ELECT_PRODUCER=1, off by default): the producer chosen by elect.sync and
-# its K loop unrolled by 8 (the kernel's FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per
-# stage against 54-66, as DeepGEMM's (helper, CPU, session 41). Not yet measured.
-ELECT_PRODUCER_SWITCH = os.environ.get("FP8GEMM_DENSE_ELECT_PRODUCER", "0") == "1"
+# The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
+# FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.
+# On by default since session 42: at DeepGEMM's 64-row tiles, where the producer is on the critical
+# path, 64 x 16 and 64 x 32 two-accumulator tiles went from 1.05-1.11x DeepGEMM's time to
+# 0.87-0.91x (H100 and H200, same process; bench/NOTES.md sessions 41-42); dense GPU tests passed
+# with it. FP8GEMM_DENSE_ELECT_PRODUCER=0 gives the earlier producer (lab A/B).
+ELECT_PRODUCER_SWITCH = os.environ.get("FP8GEMM_DENSE_ELECT_PRODUCER", "1") != "0"
 ELECT_PRODUCER_PRELUDE = "#define FP8GEMM_DENSE_ELECT_PRODUCER 1\n"
 
 
@@ -157,15 +161,24 @@ def peer_group(block_m: int, block_n: int, along_n: bool, num_sms: int = DEFAULT
     return min((8, 16), key=usage)
 
 
-def peer_tile(m: int, n: int, k: int, num_sms: int = DEFAULT_NUM_SMS) -> tuple:
+PEER_WIDTHS = tuple(range(16, 193, 16))
+# The widths our kernel runs at DeepGEMM's speed (H100, session 42's tune state: at DeepGEMM's own
+# tile, 16 / 32 / 64 / 128 columns and 128 x 192 ran 1.00-1.05x the best measured config, 48 / 80 /
+# 96 columns 1.1-1.5x: those straddle two Bs rows at 64-row tiles). 192 only at 128 rows (64 x 192
+# was never measured). MODEL_WIDTHS[block_m] is what the fallback model (Dense.model) chooses among.
+MODEL_WIDTHS = {64: (16, 32, 64, 128), 128: (16, 32, 64, 128, 192), 256: (16, 32, 64, 128)}
+
+
+def peer_tile(m: int, n: int, k: int, num_sms: int = DEFAULT_NUM_SMS, widths: dict | None = None) -> tuple:
     """(block_m, block_n, pair_m, pair_n) as DeepGEMM's model picks them for a dense bf16 GEMM:
-    pair_m = 2 pairs two row tiles sharing B, pair_n = 2 two column tiles sharing A."""
+    pair_m = 2 pairs two row tiles sharing B, pair_n = 2 two column tiles sharing A. ``widths``
+    ({block_m: widths}) restricts the widths per row count (Dense.model); DeepGEMM's own by default."""
     best, best_cycles = None, None
     for pair_m, pair_n in ((1, 1), (1, 2), (2, 1)):
         if num_sms % (pair_m * pair_n):
             continue
         for block_m in (64, 128, 256):
-            for block_n in range(16, 193, 16):
+            for block_n in (widths[block_m] if widths else PEER_WIDTHS):
                 if block_n > 128 and block_n % (block_n - 128) and 128 % (block_n - 128):
                     continue
                 if block_m > 128 and block_n > 128:
@@ -370,6 +383,34 @@ class Dense(Candidate):
         if desc.m >= 1024:
             return cls(256, 128, 3, 2, 1, 8, reason=reason or "dense: 256 x 128, pairs share A")
         return cls(128, 128, 5, 1, 1, 8, reason=reason or "dense: 128 x 128")
+
+    @classmethod
+    def model(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> Dense | None:
+        """The shape-based model's dense choice for a shape no table entry covers, or None where
+        the model keeps the other kernels (M <= 64, fp32 out, K / 128 not a multiple of 4: our
+        quantizer's packed K-major As is then not TMA-readable). DeepGEMM's tile model over the
+        widths our kernel runs at its speed (MODEL_WIDTHS), its pairs and raster, the most stages
+        that fit, two accumulators where the tile allows them, and unpaired tiles below 1024 rows
+        rastered along N (groups of 8). NOTES (bench/NOTES.md, session 42, H100 tune state, the
+        trace's 94 shapes from M = 65 with K / 128 a multiple of 4): this choice ran 1.06 / 1.03 /
+        1.02x the tuned best at M = 65-256 / 257-1023 / >= 1024 where the general / wg3 fallback
+        ran 1.14 / 1.15 / 1.11x."""
+        if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
+            return None
+        block_m, block_n, pair_m, pair_n = peer_tile(desc.m, desc.n, desc.k, num_sms, MODEL_WIDTHS)
+        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
+        group = peer_group(block_m, block_n, bool(share_a), num_sms)
+        if cluster == 1 and desc.m < 1024:
+            share_a, group = 1, 8
+        staged = (block_n * OUT_BYTES[desc.out_dtype]) % 128 == 0
+        why = (f"model: DeepGEMM's tile model over widths {', '.join(map(str, MODEL_WIDTHS[block_m]))} "
+               f"at {block_m} rows{', pairs share ' + ('A' if share_a else 'B') if cluster == 2 else ''}")
+        for two in (1, 0):
+            for stages in range(16, 1, -1):
+                c = cls(block_m, block_n, stages, cluster, share_a, group, two, reason=why)
+                if c.smem_bytes(desc.out_dtype, desc.k, staged, True) <= MAX_SMEM_PER_BLOCK and c.is_valid(desc):
+                    return c
+        return None
 
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:

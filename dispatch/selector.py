@@ -52,6 +52,9 @@ def from_entry(entry: dict, reason: str = "") -> Candidate:
 
 
 SWAP_ESTIMATE_BIAS = 1.1       # swap-AB's estimate against 64-row tiles': 1.1x too low (fitted)
+# The dense kernel in the fallback (Dense.model) from M = 65; FP8GEMM_DENSE_MODEL=0 gives the older
+# kernels' model alone (lab A/B; tests of those rules).
+DENSE_MODEL = os.environ.get("FP8GEMM_DENSE_MODEL", "1") != "0"
 
 
 # ---- the table ------------------------------------------------------------------------------------
@@ -135,13 +138,16 @@ def select(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIPP
     return _report(desc, fallback(desc, num_sms, force_variant))
 
 
-def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None) -> Candidate:
+def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str | None = None,
+             dense: bool = True) -> Candidate:
     """The shape-based choice: the decode kernel where Gemv.takes, short-K where ShortK.takes,
-    swap-AB up to SWAP_MAX_M tokens, else the general kernel or, from WG3_MIN_M rows (bf16 / fp16
-    out), the three-warpgroup kernel where its estimate is at most the general kernel's (ties,
-    HBM-bound at short K: measured faster, its epilogues overlap). ``force_variant`` picks the
-    variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16, Wg3 bf16 / fp16 out. Never
-    the dense kernel (only a table entry names it: fp8gemm/api.py relies on that)."""
+    swap-AB up to SWAP_MAX_M tokens, then (with ``dense``) the dense kernel where its model
+    chooses one (Dense.model: bf16 / fp16 out, K / 128 a multiple of 4), else the general kernel
+    or, from WG3_MIN_M rows (bf16 / fp16 out), the three-warpgroup kernel where its estimate is at
+    most the general kernel's (ties, HBM-bound at short K: measured faster, its epilogues overlap).
+    ``force_variant`` picks the variant (its own fallback); ShortK needs K <= 256, Gemv M <= 16,
+    Wg3 bf16 / fp16 out. ``dense=False``: never the dense kernel (fp8gemm/api.py, for an As its
+    TMA cannot read)."""
     if force_variant is not None:
         return VARIANTS[force_variant].fallback(desc, num_sms)
     if Gemv.takes(desc):
@@ -159,6 +165,9 @@ def fallback(desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS, force_variant: str 
         if tile64 is not None and tile64[0] < SWAP_ESTIMATE_BIAS * SwapAB.estimate_us(desc, num_sms):
             return tile64[1]
         return SwapAB.fallback(desc, num_sms)
+    model = Dense.model(desc, num_sms) if dense and DENSE_MODEL else None
+    if model is not None:
+        return model
     general = General.fallback(desc, num_sms)
     if desc.m >= WG3_MIN_M and desc.out_dtype != "float32":
         cost, cost3 = General.estimate_us(desc, num_sms), Wg3.estimate_us(desc, num_sms)

@@ -115,9 +115,10 @@ def plan_problem(problem, config: Candidate | None, ldc: int, out_aligned: bool,
         cand = select(problem.m, problem.n, problem.k, problem.out_dtype, gpu=gpu_key(problem.device),
                       num_sms=sm_count(problem.device))
         if isinstance(cand, Dense) and not dense_scales_ok(problem):
-            # the table's dense kernel reads As by TMA; this caller's As is neither TMA-readable
-            # layout (a broadcast, an odd stride, K / 128 not a multiple of 4): the model's choice
-            cand = fallback(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), sm_count(problem.device))
+            # the table's (or the model's) dense kernel reads As by TMA; this caller's As is neither TMA-readable
+            # layout (a broadcast, an odd stride, K / 128 not a multiple of 4): the other kernels' model
+            cand = fallback(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), sm_count(problem.device),
+                            dense=False)
     else:
         cand = config
         if not is_valid(GemmDesc(problem.m, problem.n, problem.k, problem.out_dtype), cand):

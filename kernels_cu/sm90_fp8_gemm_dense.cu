@@ -195,7 +195,8 @@ struct Raster {
 #else
 #define FP8GEMM_DENSE_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
 #endif
-// FP8GEMM_DENSE_ELECT_PRODUCER (the prelude of FP8GEMM_DENSE_ELECT_PRODUCER=1, a lab switch): the
+// FP8GEMM_DENSE_ELECT_PRODUCER (a prelude the launcher adds by default; =0 in the environment leaves
+// it out, the earlier producer, for the lab A/B): the
 // producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
 // as DeepGEMM's: 25-30 SASS instructions per stage against 54-66 (each TMA issue under the plain
 // `threadIdx.x ==` test sat in an ELECT / BRA.U.ANY loop of its own; bench/NOTES.md, session 41:

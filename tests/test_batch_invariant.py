@@ -47,7 +47,10 @@ def _planned(monkeypatch):
     monkeypatch.setattr(api, "sm_count", lambda device: 132)
 
     def plan(m, n, k, dtype, batch_invariant=True):
-        problem = types.SimpleNamespace(m=m, n=n, k=k, out_dtype=dtype, device=0)
+        # As as our quantizer packs it (K-major, rows of K / 128 floats): what the dense kernel's
+        # TMA reads where K / 128 is a multiple of 4
+        problem = types.SimpleNamespace(m=m, n=n, k=k, out_dtype=dtype, device=0, sa_ptr=0, sa_stride_k=1,
+                                        sa_stride_m=-(-k // 128))
         return api.plan_problem(problem, None, n, True, batch_invariant)
     return plan
 

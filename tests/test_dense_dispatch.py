@@ -1,6 +1,7 @@
 """CPU: the dense kernel's host descriptor (dispatch/dense.py): its validity rules, template
 arguments, shared-memory sum and grid, the As layouts it reads (and the fallback for those it
 cannot), and the tuner's candidates."""
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -244,3 +245,54 @@ def test_store_narrow_switch(monkeypatch):
     assert not Dense(64, 48, 8).store_ok("bfloat16")                        # 96-byte rows: direct stores
     assert c16.staging_bytes("bfloat16", True) == 64 * 16 * 2
     assert tma_store_ok(4096, 16, 2, 4096, True, narrow=True) and not tma_store_ok(4096, 16, 2, 4096, True)
+
+
+def test_fallback_model(monkeypatch):
+    """Dense.model, the fallback's dense choice for shapes no table entry covers: None where it
+    declines (M <= 64, fp32 out, K / 128 not a multiple of 4, the K-major switch off); elsewhere a
+    valid tile of the model's widths that fits shared memory beside its staging, two accumulators
+    only where the tile allows them, unpaired tiles below 1024 rows rastered along N; the fallback
+    returns it, and never with dense=False or FP8GEMM_DENSE_MODEL=0."""
+    import csv
+    from pathlib import Path
+
+    import fp8gemm
+    from fp8gemm.dispatch import selector
+    from fp8gemm.dtypes import OUT_BYTES
+    from fp8gemm.hw import MAX_SMEM_PER_BLOCK
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+    for desc in (GemmDesc(64, 4096, 4096), GemmDesc(4096, 4096, 4096, "float32"), GemmDesc(4096, 4096, 2880),
+                 GemmDesc(512, 2048, 768)):
+        assert Dense.model(desc) is None, desc
+        assert not isinstance(selector.fallback(desc), Dense), desc
+    rows = csv.DictReader(open(Path(fp8gemm.__file__).parent / "other_models.csv"))
+    nk = {(int(r["N"]), int(r["K"])) for r in rows} | {(n, k) for n in (512, 1536, 4096, 8192) for k in (1024, 4096)}
+    chosen = set()
+    for n, k in sorted(nk):
+        for m in (65, 100, 200, 384, 700, 1023, 1024, 3000, 8192, 16384):
+            for dt in ("bfloat16", "float16"):
+                desc = GemmDesc(m, n, k, dt)
+                c = Dense.model(desc)
+                if (k // 128) % 4:
+                    assert c is None
+                    continue
+                assert c is not None and is_valid(desc, c), (desc, c)
+                assert c.block_n in dense.MODEL_WIDTHS[c.block_m]
+                staged = (c.block_n * OUT_BYTES[dt]) % 128 == 0
+                assert c.smem_bytes(dt, k, staged, True) <= MAX_SMEM_PER_BLOCK
+                if not c.two_accum:        # no two-accumulator form of this tile fits at any stage count
+                    assert not any(replace(c, stages=s, two_accum=1).is_valid(desc) and replace(
+                        c, stages=s, two_accum=1).smem_bytes(dt, k, staged, True) <= MAX_SMEM_PER_BLOCK
+                        for s in range(2, 17))
+                if c.cluster == 1 and m < 1024:
+                    assert (c.multicast_a, c.group) == (1, 8)
+                assert "model" in c.reason
+                assert selector.fallback(desc) == c
+                assert not isinstance(selector.fallback(desc, dense=False), Dense)
+                chosen.add((c.block_m, c.block_n, c.cluster))
+    assert {(256, 128, 2), (128, 128, 1), (64, 64, 1)} <= chosen       # large M pairs, mid and small tiles
+    assert Dense.model(GemmDesc(4096, 4096, 4096)).key() == Dense(256, 128, 3, 2, 1, 16).key()
+    monkeypatch.setattr(selector, "DENSE_MODEL", False)
+    assert not isinstance(selector.fallback(GemmDesc(4096, 4096, 4096)), Dense)
+    monkeypatch.setattr(dense, "K_MAJOR_SWITCH", False)
+    assert Dense.model(GemmDesc(4096, 4096, 4096)) is None

@@ -15,6 +15,18 @@ from fp8gemm.hw import MAX_SMEM_PER_BLOCK
 NO_TABLE = "none"            # selector.NO_TABLE: every shape takes the shape-based fallback
 
 
+
+@pytest.fixture
+def older_model(monkeypatch):
+    """The older kernels' model alone (FP8GEMM_DENSE_MODEL=0): the rules these tests pin down,
+    which the fallback still uses where the dense model declines (M <= 64, fp32 out, K / 128 not a
+    multiple of 4) or a caller's As is not TMA-readable."""
+    from fp8gemm.dispatch import selector
+    monkeypatch.setattr(selector, "DENSE_MODEL", False)
+    select.cache_clear()
+    yield
+    select.cache_clear()
+
 def test_every_variant_is_one_kernel_file():
     from pathlib import Path
     kernels = Path(__file__).resolve().parents[1] / "kernels_cu"
@@ -137,7 +149,7 @@ def test_gemv_fallback_rule():
     assert select(1, 4096, 4096, gpu=NO_TABLE, force_variant=General.variant).variant == General.variant
 
 
-def test_wg3_rules():
+def test_wg3_rules(older_model):
     """The three-warpgroup kernel: 192-row tiles, block_n 64 or 128, no split, no swap, bf16 /
     fp16 out; the fallback takes it from M = 1024 where its estimate beats the general kernel's
     (wave quantization decides: 8192 x 8192 x 4096 yes, 4096^3 no, lab/exp_wg3.py)."""
@@ -166,7 +178,7 @@ def test_split_k_never_exceeds_one_wave():
         assert splits <= -(-k // 128)
 
 
-def test_table_nearest_m(tmp_path, monkeypatch):
+def test_table_nearest_m(tmp_path, monkeypatch, older_model):
     from fp8gemm.dispatch import selector as sel
     table = {"entries": [
         {"n": 1536, "k": 4096, "m": 64, "variant": "sm90_fp8_gemm_general", "block_n": 64, "stages": 5},
@@ -216,7 +228,7 @@ def test_explain_names_the_choice():
     assert "gemv (M=1 <= 8" in explain(1, 4096, 4096, gpu=NO_TABLE)
 
 
-def test_split_k_for_small_m_long_k():
+def test_split_k_for_small_m_long_k(older_model):
     c = select(16, 4096, 4096, gpu=NO_TABLE)
     assert c.splits > 1 and units(16, 4096, c) <= 132
     assert not hasattr(select(16, 4096, 256, gpu=NO_TABLE), "splits")     # short-K: no K splits
@@ -224,7 +236,7 @@ def test_split_k_for_small_m_long_k():
     assert select(16, 4096, 4096, num_sms=66, gpu=NO_TABLE).splits <= 2
 
 
-def test_swap_ab_for_few_tokens():
+def test_swap_ab_for_few_tokens(older_model):
     """The fallback's rule (no table): swap-AB up to 32 tokens (but where the gemv kernel takes
     the shape), and up to 64 where 64-row tiles are not estimated faster; the plain orientation
     above."""
@@ -237,7 +249,7 @@ def test_swap_ab_for_few_tokens():
     assert type(select(8, 4096, 4096, gpu=NO_TABLE, force_variant=General.variant)) is General
 
 
-def test_fallback_64_row_tiles():
+def test_fallback_64_row_tiles(older_model):
     """From 33 to 512 tokens the fallback takes 64-row tiles where the time model says so, with a
     ring of about 96 KiB; never for FP32 out, never past 512 tokens. The shapes: those where the
     tuner measured 64-row tiles fastest by the most (bench/NOTES.md)."""
@@ -253,7 +265,7 @@ def test_fallback_64_row_tiles():
         assert getattr(select(m, 4096, 4096, gpu=NO_TABLE), "block_m", 128) != 64
 
 
-def test_fallback_raster_group_rule():
+def test_fallback_raster_group_rule(older_model):
     """Group 1 for swap-AB and for large M at N <= 4096 or K = 256, group 8 otherwise (the
     trace-wide tuner run, bench/NOTES.md; checked on unseen (N, K) by
     lab/group_check.py)."""
@@ -369,7 +381,7 @@ def test_chunked_k_loop_rule():
         c.template_args("bfloat16", False, True, False, scale_tma=g.SCALE_WINDOW, chunk=0)
 
 
-def test_tuner_tries_a_chunk_fitting_ring():
+def test_tuner_tries_a_chunk_fitting_ring(older_model):
     """The tuner's candidates hold, next to a tiling whose ring takes no chunk, the same tiling on
     the deepest ring that does (chunk_ring: 16, 8 or 4 stages, at most the most that fit), and
     nothing more where the ring takes one already, the units cannot (128 rows, four chunks) or the

@@ -11,6 +11,7 @@ import pytest
 
 from fp8gemm import compiler
 from fp8gemm.dispatch import Dense, GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
+from fp8gemm.dispatch import general as general_rules
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -45,10 +46,13 @@ PARAMS = {"sm90_fp8_gemm_general": GENERAL_OWN_PARAMS, "sm90_fp8_gemm_dense": DE
           "quantize_per_block": BLOCK_QUANT_PARAMS}
 
 
-def _instance(c, dt, store=False, fine=None, grouped=False, k=256):
+def _instance(c, dt, store=False, fine=None, grouped=False, k=256, n=None, k_major=True):
     """(kernel, template arguments) as a descriptor's plan asks for them; ``fine`` defaults to the
-    plain rule (fp32 out promotes after every wgmma)."""
+    plain rule (fp32 out promotes after every wgmma). The dense kernel compiles N and K in (``n``)
+    and reads As K-major (our quantizer's) or M-major (``k_major``)."""
     fine = dt == "float32" if fine is None else fine
+    if isinstance(c, Dense):
+        return c.variant, c.template_args(n, k, dt, store and c.smem_bytes(dt, k, True, k_major) <= 232448, k_major)
     if isinstance(c, SwapAB):
         return c.variant, c.template_args(dt, fine, grouped)
     if isinstance(c, General):
@@ -67,6 +71,8 @@ def _tma_ok(c, dt) -> bool:
     row = getattr(c, "block_n", 8) * OUT_BYTES[dt]
     if isinstance(c, (SwapAB, Gemv)):
         return False
+    if isinstance(c, Dense):
+        return c.store_ok(dt)
     return row % 128 == 0 or (type(c) is General and row in NARROW_ROW_BYTES)
 
 
@@ -77,9 +83,10 @@ def _instantiations():
     seen = set()
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
         for dt in OUT_TYPE_IDS:
-            for c in (select(m, n, k, dt), select(m, n, k, dt, gpu="none")):
+            for c in {select(m, n, k, dt), select(m, n, k, dt, gpu="h100"), select(m, n, k, dt, gpu="none")}:
                 for store in {_tma_ok(c, dt), False}:
-                    seen.add(_instance(c, dt, store, k=k))
+                    for k_major in (True, False) if isinstance(c, Dense) else (True,):
+                        seen.add(_instance(c, dt, store, k=k, n=n, k_major=k_major))
     for block_n in (16, 32, 64, 128):      # the configurations the GPU tests force
         seen.add(_instance(General(block_n, 4, 8), "bfloat16"))
         for block_m in (64, 128):
@@ -87,7 +94,6 @@ def _instantiations():
                 seen.add(_instance(ShortK(block_m, block_n), "float32", k=k))
     seen.add(_instance(General(128, 4, 8), "bfloat16", store=True))
     # 64-row tiles (one consumer warpgroup): the tuner's most stages per width and the GPU tests'.
-    from fp8gemm.dispatch import general as general_rules
     from fp8gemm.dispatch.general import General as G
     for block_n in (16, 32, 64, 128):
         for dt in OUT_TYPE_IDS:
@@ -197,6 +203,10 @@ def _dense_instantiations():
     return seen
 
 
+DEFAULT_PRELUDE = {Dense.variant: Dense(64, 64, 8).prelude(),      # unpaired or not: the same by default
+                   General.variant: general_rules.producer_prelude(), SwapAB.variant: general_rules.producer_prelude()}
+
+
 def _compile(tmp_path, variant, targs, prelude=""):
     src = tmp_path / f"{variant}.cu"
     inst = f"template __global__ void {compiler.kernel_name(variant, targs)}({PARAMS[variant]});\n"
@@ -217,7 +227,8 @@ def _swiglu_instantiation():
 @needs_nvcc
 @pytest.mark.parametrize("variant,targs", _instantiations(), ids=lambda v: str(v))
 def test_compiles_without_spills(tmp_path, variant, targs):
-    log = _compile(tmp_path, variant, targs)
+    # as the launcher compiles it: the dense kernel with its default prelude (the elected producer)
+    log = _compile(tmp_path, variant, targs, DEFAULT_PRELUDE.get(variant, ""))
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert spills, f"no resource usage in nvcc output:\n{log}"
     assert all(s == ("0", "0") for s in spills), f"register spills:\n{log}"
@@ -301,6 +312,7 @@ def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
     compile time); with it the cubin carries no cluster attribute and the same registers and no
     spills (where cuobjdump is at hand: the same instructions)."""
     from fp8gemm.dispatch import dense
+    monkeypatch.setattr(dense, "ELECT_PRODUCER_SWITCH", False)     # this prelude alone
     monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", False)
     assert Dense(128, 128, 5).prelude() == ""
     monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", True)

@@ -24,9 +24,13 @@ def test_candidates_valid_unique_fallback_first(m, n, k, k_major_on):
     desc = GemmDesc(m, n, k)
     cands = tune.candidates(desc, limit=12)
     assert cands[0] == sel.fallback(desc)
-    older = [c for c in cands if type(c) not in sel.EXTRA_CANDIDATES]
-    assert 1 < len(older) <= 12 and cands[:len(older)] == older        # the dense kernel's come last
-    assert len(cands) - len(older) == len([c for c in Dense.tuner_candidates(desc) if is_valid(desc, c)])
+    first = int(isinstance(cands[0], Dense))       # the dense model's choice, then the older kernels'
+    if first:
+        assert cands[1] == sel.fallback(desc, dense=False)
+    older = [c for c in cands[first:] if type(c) not in sel.EXTRA_CANDIDATES]
+    assert 1 < len(older) <= 12 and cands[first:first + len(older)] == older   # the dense kernel's come last
+    assert len(cands) - first - len(older) == len([c for c in Dense.tuner_candidates(desc)
+                                                   if is_valid(desc, c) and c.key() != cands[0].key()])
     assert len({c.key() for c in cands}) == len(cands)
     assert all(is_valid(desc, c) for c in cands)
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device call (session 42, issue 55): the GPU suite on the commit, then the dense fallback
+# model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
+# process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
+#   SUITE_S, UNSEEN_S, MODEL_S: each part's time limit (0 skips it)
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
+python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash"
+if [ "${SUITE_S:-230}" != 0 ]; then
+  timeout ${SUITE_S:-230} python3 -m pytest tests -q -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
+    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E "^FAILED|^ERROR" "$OUT/suite.log" | head -20; tail -1 "$OUT/suite.log"
+fi
+. .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
+if [ "${UNSEEN_S:-200}" != 0 ]; then
+  timeout ${UNSEEN_S:-200} python3 -m fp8gemm.bench --unseen --peers deepgemm --iters 10 --csv "$OUT/unseen.csv" \
+    > "$OUT/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$OUT/unseen.log" | cut -c1-200; tail -3 "$OUT/unseen.log" | cut -c1-160
+fi
+if [ "${MODEL_S:-150}" != 0 ]; then   # the trace with no table: the fallback model alone
+  echo '{"entries": []}' > /tmp/empty_table.json
+  FP8GEMM_TABLE=/tmp/empty_table.json timeout ${MODEL_S:-150} python3 -m fp8gemm.bench --peers deepgemm --iters 10 \
+    --csv "$OUT/trace_model.csv" > "$OUT/trace_model.log" 2>&1; echo "trace, model alone rc=$?"
+  grep -A3 "^Summary" "$OUT/trace_model.log" | cut -c1-200
+fi
