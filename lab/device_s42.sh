@@ -2,12 +2,19 @@
 # One device call (session 42, issue 55): the GPU suite on the commit, then the dense fallback
 # model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
+#   TUNE_ON=h200: first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, MODEL_S: each part's time limit (0 skips it)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash"
+tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)
+if [ -n "$TUNE_ON" ] && [ "$tag" = "$TUNE_ON" ]; then   # retune this GPU's table first; the suite then runs on it
+  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" \
+    --warm-workers 12 > "$OUT/tune.log" 2>&1; echo "tune rc=$?"; tail -2 "$OUT/tune.log" | cut -c1-200
+  [ -s "$OUT/$tag.json" ] && export FP8GEMM_TABLE="$OUT/$tag.json"
+fi
 if [ "${SUITE_S:-230}" != 0 ]; then
   timeout ${SUITE_S:-230} python3 -m pytest tests -q -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
     > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E "^FAILED|^ERROR" "$OUT/suite.log" | head -20; tail -1 "$OUT/suite.log"
