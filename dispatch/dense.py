@@ -402,7 +402,7 @@ class Dense(Candidate):
         group = peer_group(block_m, block_n, bool(share_a), num_sms)
         if cluster == 1 and desc.m < 1024:
             share_a, group = 1, 8
-        staged = (block_n * OUT_BYTES[desc.out_dtype]) % 128 == 0
+        staged = cls(block_m, block_n).store_ok(desc.out_dtype)      # stages fit beside the staging
         why = (f"model: DeepGEMM's tile model over widths {', '.join(map(str, MODEL_WIDTHS[block_m]))} "
                f"at {block_m} rows{', pairs share ' + ('A' if share_a else 'B') if cluster == 2 else ''}")
         for two in (1, 0):
@@ -438,9 +438,11 @@ class Dense(Candidate):
         # DeepGEMM rasters along N only where a pair shares A (its kIsMulticastOnA), else along M
         cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
         group = peer_group(block_m, block_n, bool(share_a), num_sms)
-        # Stages are sized beside the 128B staging only: the 64B one (96 columns) takes none from
-        # the ring, and where it does not fit beside it the plan stores directly (_store).
-        staged = (block_n * OUT_BYTES[desc.out_dtype]) % 128 == 0
+        # Stages are sized beside the staging this width stores through (128B, 64B or the narrow
+        # box): sized beside the 128B one only, 128 x 96 took 7 stages on a K-major As, the 24 KiB
+        # staging no longer fit, and the plan stored directly: 1.43x DeepGEMM's time at 1024 x 1536
+        # x 1024 on the H100, against 1.03x on an M-major As, where it fit (session 42).
+        staged = cls(block_m, block_n).store_ok(desc.out_dtype)
         out = []
         for two in (0, 1):
             c = next((c for c in (cls(block_m, block_n, s, cluster, share_a, group, two) for s in range(16, 1, -1))

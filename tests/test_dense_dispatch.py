@@ -114,8 +114,11 @@ def test_peer_configs(monkeypatch):
     assert [c.label() for c in got] == ["dense 64x32 s16 gM8", "dense 64x32 s16 g8", "dense 64x32 s15 gM8 2acc",
                                         "dense 64x32 s15 g8 2acc"]
     assert all(c in Dense.tuner_candidates(GemmDesc(512, 512, 4096)) for c in got)
-    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 7, 1, 0, 8),   # along M, as DeepGEMM
-                                                            Dense(128, 96, 7, 1, 1, 8)]   # and along N
+    # 128 x 96: the stages that leave room for its 64B staging (7 would store directly)
+    assert Dense.peer_configs(GemmDesc(384, 4096, 4096)) == [Dense(128, 96, 6, 1, 0, 8),   # along M, as DeepGEMM
+                                                            Dense(128, 96, 6, 1, 1, 8)]   # and along N
+    assert Dense(128, 96, 7).smem_bytes("bfloat16", 4096, True, True) > dense.MAX_SMEM_PER_BLOCK
+    assert Dense(128, 96, 6).smem_bytes("bfloat16", 4096, True, True) <= dense.MAX_SMEM_PER_BLOCK
     assert dense.peer_group(256, 128, True) == 16 and dense.peer_group(128, 96, False) == 8
     big = Dense(128, 96, 8, 1, 1, 8)
     assert big.smem_bytes("bfloat16", 4096, True, True) > dense.MAX_SMEM_PER_BLOCK

@@ -194,6 +194,10 @@ def _dense_instantiations():
     # FP8GEMM_GROUPED_DENSE=1's tiles as grouped.candidate picks them (tests/test_dense_dispatch.py)
     for c, dt in ((Dense(128, 128, 5, 2, 0, 2), "bfloat16"), (Dense(128, 128, 4, 2, 0, 2), "float32")):
         seen.add((c.variant, c.template_args(4096, 4096, dt, True, True, True)))
+    # the fallback's dense model at tests/test_matmul_dense.py's untuned shapes (K-major As)
+    for m, n, k in ((4100, 576, 7168), (3000, 1000, 1536), (200, 2880, 4096), (700, 1000, 2048)):
+        c = Dense.model(GemmDesc(m, n, k))
+        seen.add(_instance(c, "bfloat16", c.store_ok("bfloat16"), k=k, n=n))
     # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
     for n in (512, 1536, 4096, 8192):
         for k in (1024, 4096):

@@ -56,9 +56,10 @@ def test_fp32_output_refused():
         fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype="float32", config=forced())
 
 
-@pytest.mark.parametrize("m,n,k", [(4100, 576, 7168), (3000, 1000, 1536)], ids=str)
+@pytest.mark.parametrize("m,n,k", [(4100, 576, 7040), (3000, 1000, 1408)], ids=str)
 def test_dispatcher_picks_wg3(m, n, k):
-    """Untuned shapes where the fallback's estimate takes the three-warpgroup kernel."""
+    """Untuned shapes where the fallback's estimate takes the three-warpgroup kernel (K / 128 not a
+    multiple of 4: the dense model declines; tests/test_matmul_dense.py has its own)."""
     from fp8gemm.dispatch import select
     assert select(m, n, k).variant == V, select(m, n, k)
     case = random_case(m, n, k, seed=m + k)
