@@ -255,7 +255,7 @@ def test_fallback_model(monkeypatch):
     declines (M <= 64, fp32 out, K / 128 not a multiple of 4, the K-major switch off); elsewhere a
     valid tile of the model's widths that fits shared memory beside its staging, two accumulators
     only where the tile allows them, unpaired tiles below 1024 rows rastered along N; the fallback
-    returns it, and never with dense=False or FP8GEMM_DENSE_MODEL=0."""
+    returns it (FP8GEMM_DENSE_MODEL=1), and never with dense=False or the switch off."""
     import csv
     from pathlib import Path
 
@@ -264,6 +264,7 @@ def test_fallback_model(monkeypatch):
     from fp8gemm.dtypes import OUT_BYTES
     from fp8gemm.hw import MAX_SMEM_PER_BLOCK
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
+    monkeypatch.setattr(selector, "DENSE_MODEL", True)
     for desc in (GemmDesc(64, 4096, 4096), GemmDesc(4096, 4096, 4096, "float32"), GemmDesc(4096, 4096, 2880),
                  GemmDesc(512, 2048, 768)):
         assert Dense.model(desc) is None, desc

@@ -83,7 +83,9 @@ def _instantiations():
     seen = set()
     for m, n, k in trace_shapes() + [(64, 8, 256), (64, 40, 256), (64, 100, 256)]:
         for dt in OUT_TYPE_IDS:
-            for c in {select(m, n, k, dt), select(m, n, k, dt, gpu="h100"), select(m, n, k, dt, gpu="none")}:
+            model = Dense.model(GemmDesc(m, n, k, dt))            # FP8GEMM_DENSE_MODEL=1's choice
+            for c in {select(m, n, k, dt), select(m, n, k, dt, gpu="h100"), select(m, n, k, dt, gpu="none")} | (
+                    {model} if model else set()):
                 for store in {_tma_ok(c, dt), False}:
                     for k_major in (True, False) if isinstance(c, Dense) else (True,):
                         seen.add(_instance(c, dt, store, k=k, n=n, k_major=k_major))

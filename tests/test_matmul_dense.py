@@ -163,18 +163,24 @@ def test_refused():
 
 @pytest.mark.parametrize("m,n,k", [(4100, 576, 7168), (3000, 1000, 1536), (200, 2880, 4096), (700, 1000, 2048)],
                          ids=str)
-def test_dispatcher_picks_the_model(m, n, k):
-    """Untuned shapes where the fallback's dense model (Dense.model) chooses the kernel: correct
-    with our quantizer's K-major As, and with an As the dense kernel's TMA cannot read (a K-major
-    view with an odd row stride) the older kernels' model runs instead, also correct."""
+def test_dispatcher_picks_the_model(m, n, k, monkeypatch):
+    """Untuned shapes where the fallback's dense model (Dense.model, FP8GEMM_DENSE_MODEL=1) chooses
+    the kernel: correct with our quantizer's K-major As, and with an As the dense kernel's TMA
+    cannot read (a K-major view with an odd row stride) the older kernels' model runs instead, also
+    correct."""
     import cupy
 
-    from fp8gemm.dispatch import select
-    c = select(m, n, k)
-    assert isinstance(c, Dense) and "model" in c.reason, c
-    case = random_case(m, n, k, seed=m + n + k)
-    check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
-    kb = case.a_scale.shape[1]
-    odd = cupy.full((m, kb + 1), np.nan, dtype=cupy.float32)      # row stride KB + 1: not 16-byte rows
-    odd[:, :kb] = case.a_scale
-    check(fp8gemm.matmul(case.a, case.b, odd[:, :kb], case.b_scale), case)
+    from fp8gemm.dispatch import select, selector
+    monkeypatch.setattr(selector, "DENSE_MODEL", True)
+    select.cache_clear()
+    try:
+        c = select(m, n, k)
+        assert isinstance(c, Dense) and "model" in c.reason, c
+        case = random_case(m, n, k, seed=m + n + k)
+        check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale), case)
+        kb = case.a_scale.shape[1]
+        odd = cupy.full((m, kb + 1), np.nan, dtype=cupy.float32)      # row stride KB + 1: not 16-byte rows
+        odd[:, :kb] = case.a_scale
+        check(fp8gemm.matmul(case.a, case.b, odd[:, :kb], case.b_scale), case)
+    finally:
+        select.cache_clear()                     # no choice made under the switch outlives the test
