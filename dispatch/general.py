@@ -535,11 +535,15 @@ class General(Candidate):
 @dataclass(frozen=True)
 class SwapAB(General):
     """sm90_fp8_gemm_swap_ab (decode): C^T = B A^T, 128 weight rows x ``block_n`` tokens a tile,
-    per-column scales, transposed direct stores; otherwise General's knobs."""
+    per-column scales, transposed direct stores; otherwise General's knobs. ``raw_split`` (forced
+    only; the batch-invariant mode's, once its GPU tests have run): ``splits`` explicit K splits
+    that keep each K block's raw accumulator, promoted in order by the tile's last split, so a
+    row's bits are the unsplit tile's (the kernel's kRawSplit)."""
 
     variant = "sm90_fp8_gemm_swap_ab"
     block_n: int = 16             # defaults only differ from General's (the fields keep their order)
     group_m: int = 1
+    raw_split: int = 0
 
     block_ns = SWAP_BLOCK_NS
 
@@ -547,14 +551,24 @@ class SwapAB(General):
         return ring_smem_bytes(self.block_n, self.stages, 0)
 
     def is_valid(self, desc: GemmDesc) -> bool:
-        return self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and super().is_valid(desc)
+        """The raw split needs explicit splits (the kernel numbers a tile's raw slots by tile)."""
+        return (self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and self.raw_split in (0, 1)
+                and (not self.raw_split or 2 <= self.splits <= MAX_SPLITS) and super().is_valid(desc))
 
     def label(self) -> str:
-        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}"
+        raw = " raw" if self.raw_split else ""
+        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}{raw}"
 
     def template_args(self, out_dtype: str, fine: bool, grouped: bool) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped>"""
-        return self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped]
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped[, kRawSplit]>"""
+        raw = (FLAG[True],) if self.raw_split else ()
+        return (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped]) + raw
+
+    def raw_ws_floats(self, p) -> int:
+        """The raw split's workspace: a 128 x block_n slot per (tile, K block, promotion group:
+        1, or the 4 wgmma of a K block where fp32 out promotes after each)."""
+        groups = BLOCK_K // 32 if p.out_dtype == "float32" else 1
+        return cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n) * cdiv(p.k, BLOCK_K) * groups * BLOCK_M * self.block_n
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         """Tile space C^T (N x M): the wgmma A operand is B."""
@@ -565,11 +579,14 @@ class SwapAB(General):
         tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, BLOCK_M)
         tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
         return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, False, cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n),
-                                self.block_n, _splits(self.splits, p.k), None)
+                                self.block_n, _splits(self.splits, p.k), None,
+                                ws_floats=self.raw_ws_floats(p) if self.raw_split else None)
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """Each group's weight rows on the 128-row side of a tile, its tokens on block_n columns."""
         p = gp.gemm
+        if self.raw_split:
+            raise ValueError("SwapAB(raw_split=1) is the plain GEMM's split; the grouped GEMMs do not take it")
         fine = p.out_dtype == "float32" and precise_fp32
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, True),
                                    MAX_SMEM_PER_BLOCK, producer_prelude())
@@ -611,11 +628,13 @@ def _split_label(splits: int) -> str:
 
 
 def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bool, tiles: int, block_n: int,
-                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = (), store_box: int = 0) -> Plan:
+                     splits: int, gp, block_m: int = BLOCK_M, tail: tuple = (), store_box: int = 0,
+                     ws_floats: int | None = None) -> Plan:
     """The launch both loop structures share: one CTA per SM at most over tiles x splits units,
     a split-K workspace of a block_m x block_n partial tile per unit, and the argument list
     gemm_args + (K, splits, workspace, counters) + the groups + the SwiGLU slots (unused) +
-    ``tail`` (the general kernel: the As tensor map).
+    ``tail`` (the general kernel: the As tensor map). ``ws_floats``: another workspace size (the
+    raw split's).
     TAIL_SPLIT: a CTA on every SM (the kernel splits the last wave over the whole grid; grouped,
     ``tiles`` is only a bound), a partial per CTA at most."""
     sms = sm_count(p.device)
@@ -626,5 +645,6 @@ def _persistent_plan(p, kern, smem: int, ldc: int, tmap_a, tmap_b, tma_store: bo
     return Plan(p, kern, min(units, sms), threads(block_m), smem, ldc,
                 gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", splits), ("u64", 0), ("u64", 0))
                 + group_args(gp) + NO_SWIGLU + tail,
-                tma_store=tma_store, splits=splits, num_tiles=tiles, ws_floats=units * block_m * block_n,
+                tma_store=tma_store, splits=splits, num_tiles=tiles,
+                ws_floats=units * block_m * block_n if ws_floats is None else ws_floats,
                 store_box=store_box)

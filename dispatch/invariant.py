@@ -75,7 +75,7 @@ import os
 from dataclasses import replace
 
 from ..hw import MAX_SMEM_PER_BLOCK
-from .general import BLOCK_M, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m
+from .general import BLOCK_M, MAX_SPLITS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m
 from .selector import SHIPPED_GPU
 from .selector import explain as _explain
 from .variant import DEFAULT_NUM_SMS, GemmDesc, cdiv
@@ -171,6 +171,17 @@ SMALL_M_MAX = 256                    # above it the mode's one tile
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
 DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 MEASURED_WIDTHS = (16, 32, 64, 128)
+
+# The raw split (FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=1, off until its GPU test has run:
+# tests/test_batch_invariant.py, test_raw_split_gives_the_same_bits): at M <= SMALL_M_MAX the
+# small-M rule may also take swap-AB tiles split along K whose splits keep each K block's raw
+# wgmma accumulator and whose last split promotes them all in order (the kernel's kRawSplit), so a
+# row gets the unsplit tile's bits whatever the split count, and the decode shapes (N <= 1536 at
+# K = 4096, 1.3-2.1x the default unsplit) get the default's K parallelism back. Its time is
+# modelled as an ordinary split's (cost_us): the raw slots' stores and the ordered sum are not in
+# the model and not yet measured.
+RAW_SPLIT_ENV = "FP8GEMM_BATCH_INVARIANT_RAW_SPLIT"
+RAW_SPLIT = os.environ.get(RAW_SPLIT_ENV, "").strip() == "1"
 DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K block: not fp32's fine mode
 
 
@@ -217,11 +228,15 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
         if bn >= 2 * m and bn > SWAP_BLOCK_NS[0]:
             continue                 # a wider token tile than M needs only adds zero rows
         options.append((cost_us(n, m, k, bn, 1, num_sms), SwapAB(bn, MAX_STAGES, 1, 1)))
+        for splits in range(2, min(MAX_SPLITS, -(-k // 128)) + 1) if RAW_SPLIT else ():
+            options.append((cost_us(n, m, k, bn, splits, num_sms), SwapAB(bn, MAX_STAGES, 1, splits, raw_split=1)))
     valid = [(t, c) for t, c in options if c.is_valid(desc)]
     t, best = min(valid, key=lambda o: o[0])
+    how = ("K split with raw per-block accumulators promoted in order (RAW_SPLIT)" if getattr(best, "raw_split", 0)
+           else "unsplit, bits measured equal to it")
     return replace(best, reason=f"batch-invariant at M={m} (small-M tiles): {best.label()}, modelled {t:.1f} us "
-                                f"against {options[0][0]:.1f} for the mode's {base.label()}; unsplit, bits "
-                                f"measured equal to it (dispatch/invariant.py: SMALL_M_TILES)")
+                                f"against {options[0][0]:.1f} for the mode's {base.label()}; {how} "
+                                f"(dispatch/invariant.py: SMALL_M_TILES)")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,6 +9,12 @@
 // epilogue stores the tile transposed, masked, from registers.
 // Split-K (num_splits > 1, the usual case here: few tiles, long K): split_k.cuh.
 // Grouped (kGrouped, MoE decode): each group's tokens on the BLOCK_N side; B is [G * N, K].
+// kRawSplit (the batch-invariant mode's split, forced only until its GPU tests run): a split keeps
+// each K block's raw wgmma accumulator (before any scale) in a workspace slot of its own, and the
+// tile's last split runs the one promotion chain over every block in order from +0, the same
+// FMUL / FFMA as the unsplit loop: a row's bits are then the unsplit kernel's whatever the split
+// count (the bits are fixed by the per-block wgmma results and that chain, not by which CTA
+// computed a block). Explicit splits only (no tail split), not grouped.
 #include "common/types.cuh"
 #include "common/pipeline.cuh"
 #include "ptx/mbarrier.cuh"
@@ -26,7 +32,7 @@ namespace fp8gemm {
 // The argument list is the general kernel's (the host builds one argument block for both); the
 // C tensor map and the fused SwiGLU's arguments are unused here.
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kGrouped = false>
+          bool kGrouped = false, bool kRawSplit = false>
 __global__ void __launch_bounds__(general::kNumThreads, 1)
 sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // B [N, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // A [M, K], box {128, BLOCK_N}
@@ -47,6 +53,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     using Mma = WgmmaFp8<BLOCK_N>;
     static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
     static_assert(kNumStages >= 2, "need at least double buffering");
+    static_assert(!(kRawSplit && kGrouped), "the raw split is the plain GEMM's");
 
     using SmemLayout = Smem<BLOCK_N, kNumStages, 0>;
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
@@ -113,16 +120,29 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-
-            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
-                // Scale loads first: their latency hides under the wait and the wgmma.
+            // Per column: As[token, kb] * Bs[weight block, kb] ([j][e]); one expression for the K
+            // loop and the raw split's ordered promotion, so both round the same product.
+            auto column_scales = [&](uint32_t kb, float (&s_col)[BLOCK_N / 4]) {
                 const float sb = sb_row[kb * sb_stride_k];
-                float s_col[BLOCK_N / 4];                        // per column: [j][e]
 #pragma unroll
                 for (uint32_t q = 0; q < BLOCK_N / 4; ++q) {
                     const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), col_limit - 1);
                     s_col[q] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
                 }
+            };
+            // kRawSplit: the tile's raw slots, one per (K block, promotion group), after its
+            // earlier tiles' (explicit splits: every tile is split, tile_idx counts them all).
+            constexpr uint32_t kGroupsPerBlock = kFinePromotion ? BLOCK_K / kWgmmaKFp8 : 1;
+            const uint32_t num_k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
+            const uint32_t raw_base = w.tile_idx * num_k_blocks * kGroupsPerBlock;
+            // A thread whose values all lie past N or whose first column is past the tokens holds
+            // nothing that is ever stored.
+            const bool raw_rows = kRawSplit && row0 < N && col0 < col_limit;
+
+            for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
+                // Scale loads first: their latency hides under the wait and the wgmma.
+                float s_col[BLOCK_N / 4];
+                if constexpr (!kRawSplit) column_scales(kb, s_col);
 
                 mbarrier_wait_parity(&smem.full_bar[pipe.stage], pipe.full_parity());
                 const uint8_t* a_tile = smem.a + pipe.stage * (BLOCK_M * BLOCK_K) + (math_wg * kWgmmaM + a_shift) * BLOCK_K;
@@ -153,11 +173,47 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[pipe.stage]);
                     }
 
-                    // Promotion: total += accum * As[token, kb] * Bs[weight block, kb]. Accumulator i
-                    // is (row half h = (i >> 1) & 1, column pair j = i / 4, element e = i % 2).
+                    if constexpr (kRawSplit) {
+                        split_k_store_partial<BLOCK_M * BLOCK_N, kNumConsumerThreads>(
+                            accum, workspace, raw_base, kb * kGroupsPerBlock + k0 / kMmasPerGroup, raw_rows, consumer_tid);
+                    } else {
+                        // Promotion: total += accum * As[token, kb] * Bs[weight block, kb]. Accumulator i
+                        // is (row half h = (i >> 1) & 1, column pair j = i / 4, element e = i % 2).
 #pragma unroll
-                    for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * s_col[(i / 4) * 2 + (i % 2)];
+                        for (int i = 0; i < Mma::kNumAccum; ++i) total[i] += accum[i] * s_col[(i / 4) * 2 + (i % 2)];
+                    }
                 }
+            }
+
+            if constexpr (kRawSplit) {
+                // Every split's raw slots are in; the tile's last split promotes them all, block by
+                // block in order from +0, as the unsplit loop does.
+                if (!split_k_arrive<kNumConsumerThreads>(tile_counters, w.tile_idx, w.num_splits, consumer_tid,
+                                                         kConsumerBarrier))
+                    continue;                                    // another split finishes the tile
+                const float4* raw = reinterpret_cast<const float4*>(workspace) +
+                                    static_cast<int64_t>(raw_base) * (BLOCK_M * BLOCK_N / 4) + consumer_tid;
+#pragma unroll 4
+                for (uint32_t kb = 0; raw_rows && kb < num_k_blocks; ++kb) {
+                    float s_col[BLOCK_N / 4];
+                    column_scales(kb, s_col);
+#pragma unroll
+                    for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
+                        const float4* slot = raw + static_cast<int64_t>(kb * kGroupsPerBlock + g) * (BLOCK_M * BLOCK_N / 4);
+#pragma unroll
+                        for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                            const float4 v = __ldcg(slot + j * kNumConsumerThreads);
+                            const float a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) {
+                                const int i = 4 * j + e;
+                                total[i] += a[e] * s_col[(i / 4) * 2 + (i % 2)];
+                            }
+                        }
+                    }
+                }
+                store_fragments_transposed<kOut, BLOCK_N>(total, out, ldc, col_limit, N, row0, col0);
+                continue;
             }
 
             // ---- split-K: publish this split's partial; the last split of the tile reduces ----

@@ -66,6 +66,21 @@ __device__ __forceinline__ uint32_t split_k_count_in(uint32_t* tile_counters, ui
 }
 
 /// For every consumer thread of a CTA (kConsumerThreads of them, synchronized on named barrier
+/// ``barrier``), after each stored what this split contributes to tile ``tile_idx``: count the
+/// split in; returns, to every one of them, whether this CTA ran the tile's last split.
+template <uint32_t kConsumerThreads>
+__device__ __forceinline__ bool split_k_arrive(uint32_t* tile_counters, uint32_t tile_idx, uint32_t num_splits,
+                                               uint32_t consumer_tid, uint32_t barrier) {
+    named_barrier_sync(barrier, kConsumerThreads);
+    const bool last = consumer_tid == 0 && split_k_count_in(tile_counters, tile_idx, num_splits) != 0;
+    // NOTES: the vote changes no value (the barrier gave every thread the same one); it tells
+    // ptxas that the result is warp-uniform. From the barrier's result alone it took the caller's
+    // ``continue`` for a divergent branch and put a divergence check (BRA.DIV) before every
+    // shuffle and barrier of the K loop: 1872 instructions instead of 1568 (128 x 16 tiles).
+    return __any_sync(0xffffffffu, named_barrier_red_or(barrier, kConsumerThreads, last));
+}
+
+/// For every consumer thread of a CTA (kConsumerThreads of them, synchronized on named barrier
 /// ``barrier``): publish this split's partial ``total`` of tile ``tile_idx`` into workspace slot
 /// ``ws_slot + split_idx`` (WorkUnit: the tile's partials lie in consecutive slots) and count the
 /// split in; returns, to every one of them, whether this CTA ran the tile's last split (then
@@ -76,13 +91,7 @@ __device__ __forceinline__ bool split_k_publish(const float (&total)[kNumAccum],
                                                 uint32_t split_idx, uint32_t num_splits, bool has_rows,
                                                 uint32_t consumer_tid, uint32_t barrier) {
     split_k_store_partial<kTileFloats, kConsumerThreads>(total, workspace, ws_slot, split_idx, has_rows, consumer_tid);
-    named_barrier_sync(barrier, kConsumerThreads);
-    const bool last = consumer_tid == 0 && split_k_count_in(tile_counters, tile_idx, num_splits) != 0;
-    // NOTES: the vote changes no value (the barrier gave every thread the same one); it tells
-    // ptxas that the result is warp-uniform. From the barrier's result alone it took the caller's
-    // ``continue`` for a divergent branch and put a divergence check (BRA.DIV) before every
-    // shuffle and barrier of the K loop: 1872 instructions instead of 1568 (128 x 16 tiles).
-    return __any_sync(0xffffffffu, named_barrier_red_or(barrier, kConsumerThreads, last));
+    return split_k_arrive<kConsumerThreads>(tile_counters, tile_idx, num_splits, consumer_tid, barrier);
 }
 
 /// For every consumer thread of the CTA that ran a tile's last split: ``total`` = the sum of the

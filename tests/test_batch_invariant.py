@@ -19,7 +19,7 @@ from fp8gemm import api
 from fp8gemm.dispatch import GemmDesc, General, SwapAB, is_valid, select
 from fp8gemm.dispatch import general as gen
 from fp8gemm.dispatch import invariant
-from fp8gemm.dispatch.invariant import invariant_candidate
+from fp8gemm.dispatch.invariant import invariant_candidate, mode_candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = ("bfloat16", "float16", "float32")
@@ -140,6 +140,34 @@ def test_small_m_tiles_rule(monkeypatch):
     assert kinds == {General, SwapAB} and faster > 0
 
 
+def test_raw_split_rule(monkeypatch):
+    """FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=1: at small M the mode may take swap-AB tiles split along
+    K with raw per-block slots (SwapAB.raw_split: explicit splits >= 2, never grouped, never tail
+    splits); off, no split at all. The descriptor: its own kernel flag, its own workspace (a slot
+    per tile, K block and promotion group)."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "RAW_SPLIT", False)
+    assert mode_candidate(1, 512, 4096, "bfloat16").splits == 1
+    monkeypatch.setattr(invariant, "RAW_SPLIT", True)
+    c = mode_candidate(1, 512, 4096, "bfloat16")
+    assert isinstance(c, SwapAB) and c.raw_split == 1 and c.splits >= 2 and "raw" in c.reason, c
+    assert mode_candidate(4096, 512, 4096, "bfloat16") == invariant_candidate(512, 4096, "bfloat16")
+    d = GemmDesc(16, 512, 4096)
+    assert is_valid(d, SwapAB(16, 6, 1, 4, raw_split=1))
+    for bad in (SwapAB(16, 6, 1, 1, raw_split=1), SwapAB(16, 6, 1, gen.TAIL_SPLIT, raw_split=1),
+                SwapAB(16, 6, 1, 4, raw_split=2)):
+        assert not is_valid(d, bad), bad
+    raw, plain = SwapAB(16, 6, 1, 4, raw_split=1), SwapAB(16, 6, 1, 4)
+    assert raw.template_args("bfloat16", False, False) == plain.template_args("bfloat16", False, False) + ("true",)
+    assert raw.key() != plain.key() and "raw" in raw.label()
+    p = SimpleNamespace(m=16, n=512, k=4000, out_dtype="bfloat16")
+    assert raw.raw_ws_floats(p) == 4 * 1 * 32 * 128 * 16                     # 4 x 1 tiles, 32 K blocks
+    assert raw.raw_ws_floats(SimpleNamespace(m=16, n=512, k=4000, out_dtype="float32")) == 4 * 32 * 4 * 128 * 16   # a slot per wgmma
+    with pytest.raises(ValueError, match="grouped"):
+        raw.plan_grouped(SimpleNamespace(gemm=p), 512, True)
+
+
 def test_default_picks_rule(monkeypatch):
     """The default's picks (DEFAULT_PICKS, on by default): at every M the default's own pick on
     the H100's table where it is a dense tile (bf16 / fp16 out), an unsplit general tile of a
@@ -199,10 +227,13 @@ def test_default_pick_keeps_bits():
     ("SMALL_M_ENV", "SMALL_M_TILES", None, True), ("SMALL_M_ENV", "SMALL_M_TILES", "1", True),
     ("SMALL_M_ENV", "SMALL_M_TILES", "0", False), ("SMALL_M_ENV", "SMALL_M_TILES", "off", False),
     ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", None, True), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "1", True),
-    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False)])
+    ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False),
+    ("RAW_SPLIT_ENV", "RAW_SPLIT", None, False), ("RAW_SPLIT_ENV", "RAW_SPLIT", "1", True),
+    ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off."""
+    FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
+    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT: the raw split only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
@@ -543,3 +574,14 @@ def test_small_m_tiles_keep_the_bits(monkeypatch, dtype):
         large = _call(case, slice(None), dtype)
         for m1 in (1, 7, 33, 100, 256):
             _same_rows(_call(case, slice(0, m1), dtype), large, slice(0, m1), f"M1={m1} M2={m2} N={n} K={k} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_raw_split_gives_the_same_bits(dtype):
+    """SwapAB(raw_split=1): K split, each block's raw accumulator kept and the tile's last split
+    promoting them in order; every row must get the mode's bits (the unsplit tile's) for any split
+    count, N and K tails included. The evidence FP8GEMM_BATCH_INVARIANT_RAW_SPLIT waits for."""
+    for m, n, k in ((1, 512, 4096), (40, 1536, 4096), (13, 1000, 4000), (64, 4096, 1024)):
+        configs = [(f"raw split {b} x {s}", SwapAB(b, 4, 1, s, raw_split=1)) for b in (8, 64) for s in (2, 5, 16)]
+        _against_mode(m, n, k, dtype, 66 + m, configs)

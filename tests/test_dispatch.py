@@ -58,7 +58,9 @@ def test_knobs_are_typed_per_variant():
     assert Gemv(8, 4, 2).knobs() == {"token_tile": 8, "warps": 4, "unroll": 2}
     assert ShortK(64, 32).knobs() == {"block_m": 64, "block_n": 32}
     assert Wg3(128, 3, 8).knobs() == {"block_n": 128, "stages": 3, "group_m": 8}
-    assert SwapAB(16, 4, 1, 2).knobs() == General(16, 4, 1, 2).knobs()
+    assert SwapAB(16, 4, 1, 2).knobs() == {**General(16, 4, 1, 2).knobs(), "raw_split": 0}   # its own: the raw split
+    with pytest.raises(TypeError):
+        General(raw_split=1)
     assert SwapAB(16, 4, 1, 2).key() != General(16, 4, 1, 2).key()
     for cls, bad in ((ShortK, "splits"), (Gemv, "group_m"), (Wg3, "splits"), (General, "swap_ab")):
         with pytest.raises(TypeError):

@@ -147,6 +147,14 @@ def _instantiations():
                     if not store and block_n == 128:               # grouped (direct stores)
                         seen.add(_instance(Wg3(block_n, stages, group_m), dt, grouped=True))
     seen.update(_dense_instantiations())
+    # swap-AB's raw split (the batch-invariant mode's, FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=1): as its
+    # GPU test forces it and as the mode's small-M rule would pick it (the most stages)
+    from fp8gemm.dispatch.general import MAX_STAGES, SWAP_BLOCK_NS
+    for dt in OUT_TYPE_IDS:
+        for c in [SwapAB(b, 4, 1, 2, raw_split=1) for b in (8, 64)] + [
+                SwapAB(b, MAX_STAGES, 1, 2, raw_split=1) for b in SWAP_BLOCK_NS]:
+            if c.is_valid(GemmDesc(64, 4096, 4096, dt)):
+                seen.add(_instance(c, dt))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
