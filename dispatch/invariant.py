@@ -63,9 +63,11 @@ The grouped / MoE bitwise tests (tests/test_batch_invariant_grouped.py) passed o
 M >= 1024). On the H200 (fp8gemm-bench --quick --batch-invariant, session 41), the mode's time over
 the default's with the default's picks: 1.347x at M <= 64, 1.150x at 64 < M <= 256, 1.013x at
 256 < M < 1024, 0.998x at M >= 1024 (without them: 1.398x, 1.204x, 1.346x, 1.081x). What is left
-is where the default splits K or runs gemv at small M: the mode cannot follow a split whose points
-move with M, and a split fixed by K alone would need every large-M tile to carry a second running
-sum (bench/NOTES.md, session 41).
+is where the default splits K or runs gemv at small M: the mode cannot follow a split whose
+promoted partials are summed (the association changes with the split points). A split that keeps
+each K block's raw accumulator and promotes them all in order at the end does not change it
+(swap-AB's raw split, RAW_SPLIT below; forced only until its GPU test has run; bench/NOTES.md,
+session 42).
 """
 from __future__ import annotations
 
