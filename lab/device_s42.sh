@@ -3,7 +3,7 @@
 # model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200: first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
-#   SUITE_S, UNSEEN_S, MODEL_S: each part's time limit (0 skips it)
+#   SUITE_S, UNSEEN_S, BIQ_S, MODEL_S: each part's time limit (0 skips it; BIQ_S is off by default)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
@@ -23,6 +23,13 @@ fi
 if [ "${UNSEEN_S:-200}" != 0 ]; then
   timeout ${UNSEEN_S:-200} python3 -m fp8gemm.bench --unseen --peers deepgemm --iters 10 --csv "$OUT/unseen.csv" \
     > "$OUT/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$OUT/unseen.log" | cut -c1-200; tail -3 "$OUT/unseen.log" | cut -c1-160
+fi
+if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with the raw split (the small-M rule may take it)
+  for r in 0 1; do
+    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=$r timeout $BIQ_S python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
+      --iters 10 --csv "$OUT/bi_quick_raw$r.csv" > "$OUT/bi_quick_raw$r.log" 2>&1; echo "bi quick raw=$r rc=$?"
+    grep -A1 "batch-invariant mode" "$OUT/bi_quick_raw$r.log" | tail -1 | cut -c1-200
+  done
 fi
 if [ "${MODEL_S:-150}" != 0 ]; then   # the trace with no table: the fallback model alone
   echo '{"entries": []}' > /tmp/empty_table.json
