@@ -192,6 +192,15 @@ def peer_tile(m: int, n: int, k: int, num_sms: int = DEFAULT_NUM_SMS, widths: di
     return best
 
 
+def _peer_layout(tile: tuple, num_sms: int) -> tuple:
+    """(block_m, block_n, cluster, multicast_a, group) of a peer_tile result: a pair sharing A
+    (pair_n = 2) or B (pair_m = 2), and DeepGEMM's raster (along N only where a pair shares A, its
+    kIsMulticastOnA; else along M)."""
+    block_m, block_n, pair_m, pair_n = tile
+    cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
+    return block_m, block_n, cluster, share_a, peer_group(block_m, block_n, bool(share_a), num_sms)
+
+
 @dataclass(frozen=True)
 class Dense(Candidate):
     """block_m x block_n tiles, ``stages`` ring buffers, ``cluster`` CTAs per pair (1 or 2) sharing
@@ -397,20 +406,29 @@ class Dense(Candidate):
         ran 1.14 / 1.15 / 1.11x."""
         if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
             return None
-        block_m, block_n, pair_m, pair_n = peer_tile(desc.m, desc.n, desc.k, num_sms, MODEL_WIDTHS)
-        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
-        group = peer_group(block_m, block_n, bool(share_a), num_sms)
+        block_m, block_n, cluster, share_a, group = _peer_layout(
+            peer_tile(desc.m, desc.n, desc.k, num_sms, MODEL_WIDTHS), num_sms)
         if cluster == 1 and desc.m < 1024:
             share_a, group = 1, 8
-        staged = cls(block_m, block_n).store_ok(desc.out_dtype)      # stages fit beside the staging
         why = (f"model: DeepGEMM's tile model over widths {', '.join(map(str, MODEL_WIDTHS[block_m]))} "
                f"at {block_m} rows{', pairs share ' + ('A' if share_a else 'B') if cluster == 2 else ''}")
         for two in (1, 0):
-            for stages in range(16, 1, -1):
-                c = cls(block_m, block_n, stages, cluster, share_a, group, two, reason=why)
-                if c.smem_bytes(desc.out_dtype, desc.k, staged, True) <= MAX_SMEM_PER_BLOCK and c.is_valid(desc):
-                    return c
+            c = cls._most_stages(desc, cls(block_m, block_n, 2, cluster, share_a, group, two, reason=why))
+            if c is not None:
+                return c
         return None
+
+    @staticmethod
+    def _most_stages(desc: GemmDesc, c: Dense) -> Dense | None:
+        """``c`` with the most stages (at most 16) that fit beside the staging its width stores
+        through, on a K-major As, and are valid; None where none are. NOTES: sized beside the 128B
+        staging only, 128 x 96 took 7 stages on a K-major As, the 24 KiB staging no longer fit, and
+        the plan stored directly: 1.43x DeepGEMM's time at 1024 x 1536 x 1024 on the H100, against
+        1.03x on an M-major As, where it fit (session 42)."""
+        staged = c.store_ok(desc.out_dtype)
+        return next((s for s in (replace(c, stages=n) for n in range(16, 1, -1))
+                     if s.smem_bytes(desc.out_dtype, desc.k, staged, True) <= MAX_SMEM_PER_BLOCK and s.is_valid(desc)),
+                    None)
 
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
@@ -434,20 +452,10 @@ class Dense(Candidate):
         """Our kernel at DeepGEMM's tile (peer_tile) and raster (peer_group) with the most stages
         that fit beside the staging on K-major As (at most 16), and with two accumulators where a
         one-wave tile allows them; none where that tile is past what our kernel holds."""
-        block_m, block_n, pair_m, pair_n = peer_tile(desc.m, desc.n, desc.k, num_sms)
-        # DeepGEMM rasters along N only where a pair shares A (its kIsMulticastOnA), else along M
-        cluster, share_a = (2, 1) if pair_n == 2 else ((2, 0) if pair_m == 2 else (1, 0))
-        group = peer_group(block_m, block_n, bool(share_a), num_sms)
-        # Stages are sized beside the staging this width stores through (128B, 64B or the narrow
-        # box): sized beside the 128B one only, 128 x 96 took 7 stages on a K-major As, the 24 KiB
-        # staging no longer fit, and the plan stored directly: 1.43x DeepGEMM's time at 1024 x 1536
-        # x 1024 on the H100, against 1.03x on an M-major As, where it fit (session 42).
-        staged = cls(block_m, block_n).store_ok(desc.out_dtype)
+        block_m, block_n, cluster, share_a, group = _peer_layout(peer_tile(desc.m, desc.n, desc.k, num_sms), num_sms)
         out = []
         for two in (0, 1):
-            c = next((c for c in (cls(block_m, block_n, s, cluster, share_a, group, two) for s in range(16, 1, -1))
-                      if c.smem_bytes(desc.out_dtype, desc.k, staged, True) <= MAX_SMEM_PER_BLOCK and c.is_valid(desc)),
-                     None)
+            c = cls._most_stages(desc, cls(block_m, block_n, 2, cluster, share_a, group, two))
             if c is not None:
                 out.append(c)
                 # NOTES (bench/NOTES.md session 41, H200): an unpaired tile rastered along N (ours,
