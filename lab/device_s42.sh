@@ -3,7 +3,7 @@
 # model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200: first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
-#   SUITE_S, UNSEEN_S, BIQ_S, MODEL_S: each part's time limit (0 skips it; BIQ_S is off by default)
+#   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
@@ -16,10 +16,14 @@ if [ -n "$TUNE_ON" ] && [ "$tag" = "$TUNE_ON" ]; then   # retune this GPU's tabl
   [ -s "$OUT/$tag.json" ] && export FP8GEMM_TABLE="$OUT/$tag.json"
 fi
 if [ "${SUITE_S:-230}" != 0 ]; then
-  timeout ${SUITE_S:-230} python3 -m pytest tests -q -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
-    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E "^FAILED|^ERROR" "$OUT/suite.log" | head -20; tail -1 "$OUT/suite.log"
+  # -v: a call cut short still names what failed (xdist prints "[gwN] [ pp%] FAILED tests/...")
+  timeout ${SUITE_S:-230} python3 -m pytest tests -v -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
+    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E " FAILED | ERROR |^FAILED|^ERROR" "$OUT/suite.log" | head -20
+  grep -cE " PASSED " "$OUT/suite.log"; tail -1 "$OUT/suite.log" | cut -c1-200
 fi
-. .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
+if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}" != 000 ]; then   # DeepGEMM only where a part times it
+  . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
+fi
 if [ "${UNSEEN_S:-200}" != 0 ]; then
   timeout ${UNSEEN_S:-200} python3 -m fp8gemm.bench --unseen --peers deepgemm --iters 10 --csv "$OUT/unseen.csv" \
     > "$OUT/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$OUT/unseen.log" | cut -c1-200; tail -3 "$OUT/unseen.log" | cut -c1-160
@@ -30,6 +34,10 @@ if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with the raw split
       --iters 10 --csv "$OUT/bi_quick_raw$r.csv" > "$OUT/bi_quick_raw$r.log" 2>&1; echo "bi quick raw=$r rc=$?"
     grep -A1 "batch-invariant mode" "$OUT/bi_quick_raw$r.log" | tail -1 | cut -c1-200
   done
+fi
+if [ "${TRACE_S:-0}" != 0 ]; then   # the trace with the table in use (the retuned one where TUNE_ON took)
+  timeout $TRACE_S python3 -m fp8gemm.bench --peers deepgemm --iters 10 --csv "$OUT/trace.csv" \
+    > "$OUT/trace.log" 2>&1; echo "trace rc=$?"; grep -A3 "^Summary" "$OUT/trace.log" | cut -c1-200
 fi
 if [ "${MODEL_S:-150}" != 0 ]; then   # the trace with no table: the fallback model alone
   echo '{"entries": []}' > /tmp/empty_table.json
