@@ -434,11 +434,16 @@ class Dense(Candidate):
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """The configurations measured at DeepGEMM's speed or better (bench/NOTES.md, session 36),
         by M: 256 x 128 pairs from 512 rows, 128-row tiles (one and two accumulators) and 64 x 64
-        from 65. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
+        from 65, DeepGEMM's own tile alone up to 64. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
         of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
         the general kernel where a caller's As is neither (fp8gemm/api.py)."""
-        if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
+        if not K_MAJOR_SWITCH or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
             return []
+        if desc.m <= 64:
+            # DeepGEMM's own tile there (64 rows, a narrow width; one M tile, so one raster):
+            # it ran 1.04-1.20x faster than our general / swap-AB / gemv picks at M = 24-64 on 16
+            # trace shapes (bench/results/h100_session42.csv), so the tuner measures it.
+            return [c for c in cls.peer_configs(desc, num_sms) if not c.multicast_a or c.cluster == 2]
         out = []
         if desc.m >= 512:
             out += [cls(256, 128, 3, 2, 1, 16), cls(256, 128, 3, 2, 1, 8), cls(256, 128, 3, 2, 0, 8)]

@@ -76,7 +76,8 @@ def test_template_and_smem():
 
 
 def test_table_entry_and_tuner_candidates(monkeypatch):
-    """A table entry names it; with the K-major switch on the tuner offers it from M = 65 where a
+    """A table entry names it; with the K-major switch on the tuner offers it (up to M = 64 at
+    DeepGEMM's tile alone) where a
     packed K-major As is TMA-readable (K / 128 a multiple of 4), never for fp32 out; with it off,
     never."""
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096)) == [] or dense.K_MAJOR_SWITCH
@@ -87,7 +88,9 @@ def test_table_entry_and_tuner_candidates(monkeypatch):
     assert Dense(256, 128, 3, 2, 1, 16) in big and all(is_valid(GemmDesc(4096, 4096, 4096), c) for c in big)
     small = Dense.tuner_candidates(GemmDesc(128, 4096, 8192))
     assert Dense(64, 64, 8) in small and not any(c.block_m == 256 for c in small)
-    assert Dense.tuner_candidates(GemmDesc(64, 4096, 4096)) == []
+    tiny = Dense.tuner_candidates(GemmDesc(64, 4096, 4096))   # DeepGEMM's own 64-row tile alone
+    assert tiny and {(c.block_m, c.block_n) for c in tiny} == {dense.peer_tile(64, 4096, 4096)[:2]}
+    assert len(tiny) == len(set(tiny)) == 2 and {c.two_accum for c in tiny} == {0, 1}
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 256)) == []          # K / 128 = 2: no TMA row stride
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096, "float32")) == []
 

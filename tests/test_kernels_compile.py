@@ -211,7 +211,7 @@ def _dense_instantiations():
     # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
     for n in (512, 1536, 4096, 8192):
         for k in (1024, 4096):
-            for c in Dense.tuner_candidates(GemmDesc(4096, n, k)) + Dense.tuner_candidates(GemmDesc(128, n, k)):
+            for c in sum((Dense.tuner_candidates(GemmDesc(m, n, k)) for m in (4096, 128, 48)), []):
                 store = c.store_ok("bfloat16") and c.smem_bytes("bfloat16", k, True, True) <= 232448
                 seen.add((c.variant, c.template_args(n, k, "bfloat16", store, True)))
     return seen
