@@ -193,21 +193,45 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                     continue;                                    // another split finishes the tile
                 const float4* raw = reinterpret_cast<const float4*>(workspace) +
                                     static_cast<int64_t>(raw_base) * (BLOCK_M * BLOCK_N / 4) + consumer_tid;
-#pragma unroll 4
-                for (uint32_t kb = 0; raw_rows && kb < num_k_blocks; ++kb) {
-                    float s_col[BLOCK_N / 4];
-                    column_scales(kb, s_col);
+                // kRawDepth K blocks' slots and scales are loaded before the first of them is summed:
+                // one dependent L2 round trip per kRawDepth blocks, not per block (with a runtime
+                // trip count the compiler kept each block's loads behind the previous block's exit
+                // test). Indices past the last block are clamped (loaded, summed as 0 * 0), so every
+                // load is in bounds and the sum is the unsplit loop's, in its order.
+                constexpr uint32_t kRawFloats = kGroupsPerBlock * Mma::kNumAccum;
+                constexpr uint32_t kRawDepth = kRawFloats >= 64 ? 1 : 64 / kRawFloats;
+                for (uint32_t kb0 = 0; raw_rows && kb0 < num_k_blocks; kb0 += kRawDepth) {
+                    float4 v[kRawDepth][kGroupsPerBlock][Mma::kNumAccum / 4];
+                    float s_col[kRawDepth][BLOCK_N / 4];
 #pragma unroll
-                    for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
-                        const float4* slot = raw + static_cast<int64_t>(kb * kGroupsPerBlock + g) * (BLOCK_M * BLOCK_N / 4);
+                    for (uint32_t d = 0; d < kRawDepth; ++d) {
+                        const uint32_t kb = min(kb0 + d, num_k_blocks - 1);
+                        column_scales(kb, s_col[d]);
 #pragma unroll
-                        for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
-                            const float4 v = __ldcg(slot + j * kNumConsumerThreads);
-                            const float a[4] = {v.x, v.y, v.z, v.w};
+                        for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
+                            const float4* slot = raw + static_cast<int64_t>(kb * kGroupsPerBlock + g) * (BLOCK_M * BLOCK_N / 4);
 #pragma unroll
-                            for (int e = 0; e < 4; ++e) {
-                                const int i = 4 * j + e;
-                                total[i] += a[e] * s_col[(i / 4) * 2 + (i % 2)];
+                            for (int j = 0; j < Mma::kNumAccum / 4; ++j) v[d][g][j] = ld_cg_f32x4_pinned(slot + j * kNumConsumerThreads);
+                        }
+                    }
+#pragma unroll
+                    for (uint32_t d = 0; d < kRawDepth; ++d) {
+                        // A block past the last adds 0 * 0: total + 0 is total bit for bit, as total is
+                        // never -0 (it starts at +0, and x + y is -0 only where both are). No branch
+                        // here: ptxas sank the loads past one, next to their use.
+                        const bool live = kb0 + d < num_k_blocks;
+#pragma unroll
+                        for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
+#pragma unroll
+                            for (int j = 0; j < Mma::kNumAccum / 4; ++j) {
+                                const float a[4] = {v[d][g][j].x, v[d][g][j].y, v[d][g][j].z, v[d][g][j].w};
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    const int i = 4 * j + e;
+                                    // fmaf: the FFMA the unsplit loop's `total += accum * s` contracts to (with
+                                    // the selects in between, the compiler had split it into FMUL + FADD)
+                                    total[i] = __fmaf_rn(live ? a[e] : 0.0f, live ? s_col[d][(i / 4) * 2 + (i % 2)] : 0.0f, total[i]);
+                                }
                             }
                         }
                     }

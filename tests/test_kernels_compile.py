@@ -320,6 +320,32 @@ def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
     assert "STS" in " ".join(ops) or any(op.startswith("STS") for op in ops), "epilogue staging not in STS"
 
 
+@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
+                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@pytest.mark.parametrize("block_n,fine", [(16, False), (64, False), (16, True)])
+def test_raw_split_sum_loads_ahead(tmp_path, block_n, fine):
+    """swap-AB's raw split: the last split's ordered sum issues 16 float4 slot loads in one
+    branch-free run (kRawDepth K blocks, one L2 round trip for all), and sums with FFMA only, as
+    the unsplit loop does (an FMUL + FADD pair would change a row's bits). With a runtime trip
+    count the slot loads had sat one K block at a time behind the loop's exit test (a round
+    trip per block: ~32 at K = 4096), and with selects in the sum the FFMA had split."""
+    from fp8gemm.dispatch import SwapAB
+    variant, targs = _instance(SwapAB(block_n, 4, 1, 2, raw_split=1), "float32" if fine else "bfloat16")
+    _compile(tmp_path, variant, targs)
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                          text=True).stdout
+    ops = [line.split(";")[0] for line in sass.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/\s+\S", line)]
+    run = longest = 0
+    for op in ops:
+        if re.search(r"\bBRA\b", op):
+            run = 0
+        elif "LDG.E.128" in op:
+            run += 1
+            longest = max(longest, run)
+    assert longest >= 16, f"the raw slots' loads: at most {longest} between branches"
+    assert not any(re.search(r"\bFADD\b", op) for op in ops), "the ordered sum is not all FFMA"
+
+
 @needs_nvcc
 def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
     """FP8GEMM_DENSE_IMPLICIT_CLUSTER: only unpaired tiles take the prelude (a pair refuses it at
