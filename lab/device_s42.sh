@@ -2,7 +2,7 @@
 # One device call (session 42, issue 55): the GPU suite on the commit, then the dense fallback
 # model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
-#   TUNE_ON=h200: first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
+#   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -10,9 +10,13 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash"
 tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H[0-9]{3}" | tr A-Z a-z)
-if [ -n "$TUNE_ON" ] && [ "$tag" = "$TUNE_ON" ]; then   # retune this GPU's table first; the suite then runs on it
-  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" \
-    --warm-workers 12 > "$OUT/tune.log" 2>&1; echo "tune rc=$?"; tail -2 "$OUT/tune.log" | cut -c1-200
+if [ -n "$TUNE_ON" ] && { [ "$tag" = "$TUNE_ON" ] || [ "$TUNE_ON" = any ]; }; then   # retune this GPU's table first; the suite then runs on it
+  # a budget inside the timeout, and --update over the shipped table: a tune cut short still writes a
+  # whole table (the shapes it did not reach keep their shipped entries)
+  cp "dispatch/$tag.json" "$OUT/$tag.json"
+  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" --update \
+    --budget-minutes $(awk "BEGIN{print ${TUNE_S:-150} * 0.55 / 60}") --warm-workers 12 > "$OUT/tune.log" 2>&1
+  echo "tune rc=$?"; tail -2 "$OUT/tune.log" | cut -c1-200; grep -o '"stopped": "[^"]*"' "$OUT/$tag.json"
   [ -s "$OUT/$tag.json" ] && export FP8GEMM_TABLE="$OUT/$tag.json"
 fi
 if [ "${SUITE_S:-230}" != 0 ]; then
