@@ -4,6 +4,7 @@
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
+#   SUITE_FILES: the suite's test files (default: all of tests/)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
@@ -21,7 +22,8 @@ if [ -n "$TUNE_ON" ] && { [ "$tag" = "$TUNE_ON" ] || [ "$TUNE_ON" = any ]; }; th
 fi
 if [ "${SUITE_S:-230}" != 0 ]; then
   # -v: a call cut short still names what failed (xdist prints "[gwN] [ pp%] FAILED tests/...")
-  timeout ${SUITE_S:-230} python3 -m pytest tests -v -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
+  # SUITE_FILES: only these test files (a short call), else the whole suite
+  timeout ${SUITE_S:-230} python3 -m pytest ${SUITE_FILES:-tests} -v -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
     > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E " FAILED | ERROR |^FAILED|^ERROR" "$OUT/suite.log" | head -20
   grep -cE " PASSED " "$OUT/suite.log"; tail -1 "$OUT/suite.log" | cut -c1-200
 fi
