@@ -140,6 +140,31 @@ def test_nan_poisoned_borders(m, n, k, pad, cfg):
     assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
 
 
+@K_MAJOR
+@pytest.mark.parametrize("m,n,k", [(48, 4096, 1024), (8, 8192, 1024), (33, 1536, 4096)], ids=str)
+def test_small_m_tuner_candidates(m, n, k):
+    """What fp8gemm-tune may put in a table at M <= 64 (DeepGEMM's 64-row tile, one and two
+    accumulators: Dense.tuner_candidates) on our quantizer's K-major As, inside a NaN-filled
+    output buffer, and bitwise the general kernel's 64-row tile of the same width (the
+    batch-invariant mode takes such a default pick)."""
+    import cupy
+    import torch
+    from fp8gemm.dispatch.variant import GemmDesc
+    cands = Dense.tuner_candidates(GemmDesc(m, n, k))
+    assert cands, "no dense candidate at small M"
+    case = random_case(m, n, k, seed=m + n + k)
+    want = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale,
+                                       config=General(cands[0].block_n, 4, 8, 1, 64))).view(cupy.uint16)
+    for c in cands:
+        buf = torch.full((m + 2, n + 16), float("nan"), dtype=torch.bfloat16, device="cuda")
+        view = buf[1:1 + m, 8:8 + n]
+        assert fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out=view, config=c) is view
+        check(view, case)
+        assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
+        got = cupy.from_dlpack(view.contiguous()).view(cupy.uint16)
+        assert bool((got == want).all()), f"{c.label()}: other bits than the general 64-row tile"
+
+
 def test_refused():
     """An a_scale TMA cannot read (packed K-major with K / 128 not a multiple of 4, a broadcast
     row), fp32 out, widths the kernel has no wgmma for, whose tile would reach three Bs rows, or
