@@ -211,7 +211,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
                             const float4* slot = raw + static_cast<int64_t>(kb * kGroupsPerBlock + g) * (BLOCK_M * BLOCK_N / 4);
 #pragma unroll
-                            for (int j = 0; j < Mma::kNumAccum / 4; ++j) v[d][g][j] = ld_cg_f32x4_pinned(slot + j * kNumConsumerThreads);
+                            for (int j = 0; j < Mma::kNumAccum / 4; ++j) v[d][g][j] = __ldcg(slot + j * kNumConsumerThreads);
                         }
                     }
 #pragma unroll

@@ -58,14 +58,6 @@ __device__ __forceinline__ float ld_nc_f32_pinned(const float* ptr) {
     return v;
 }
 
-/// ld.global.cg.v4.f32 as a volatile asm (as ld_nc_f32_pinned): loads issued ahead of a branch stay
-/// there (__ldcg's were sunk past it, next to their use, one L2 round trip per use).
-__device__ __forceinline__ float4 ld_cg_f32x4_pinned(const float4* ptr) {
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(ptr));
-    return v;
-}
-
 /// st.global.cg.v4.f32: a 16-byte store that bypasses L1.
 __device__ __forceinline__ void st_cg_f32x4(float* ptr, const float (&v)[4]) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
