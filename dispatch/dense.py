@@ -91,13 +91,37 @@ def width_ok(block_n: int) -> bool:
     return block_n <= 128 or 128 % (block_n - 128) == 0
 
 
-def k_major_as_ok(p) -> bool:
-    """Whether TMA can read As K-major in windows of 4 or 8 K blocks (box {window, rows}): unit K
-    stride, a 16-byte aligned base and row stride (K / 128 blocks a multiple of 4 in a packed As),
-    rows that do not overlap. One row has no row stride to speak of."""
+# A packed K-major As of at most this many K blocks, not a multiple of 4, is read flat (the
+# kernel's kSfaFlat): the tile's rows are one contiguous run, the whole K one window.
+FLAT_MAX_KB = 8
+
+
+def flat_kb_ok(kb: int) -> bool:
+    """Whether a packed As of ``kb`` K blocks per row is read flat (rows not 16-byte multiples)."""
+    return kb % 4 != 0 and kb <= FLAT_MAX_KB
+
+
+def sfa_flat(p) -> bool:
+    """Whether this problem's As is read flat: K-major, packed (row stride K / 128, or one row),
+    unit K stride, 16-byte aligned base, K / 128 at most FLAT_MAX_KB and not a multiple of 4."""
     kb = cdiv(p.k, BLOCK_K)
-    return (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0 and (
-        p.m == 1 or ((p.sa_stride_m * 4) % 16 == 0 and p.sa_stride_m >= kb))
+    return (flat_kb_ok(kb) and (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0
+            and (p.m == 1 or p.sa_stride_m == kb))
+
+
+def k_major_kb_ok(kb: int) -> bool:
+    """Whether our quantizer's packed K-major As of ``kb`` K blocks is TMA-readable: in windows
+    (rows of whole 16 bytes) or flat."""
+    return kb % 4 == 0 or flat_kb_ok(kb)
+
+
+def k_major_as_ok(p) -> bool:
+    """Whether TMA can read As K-major: in windows of 4 or 8 K blocks (box {window, rows}; unit K
+    stride, a 16-byte aligned base and row stride, K / 128 blocks a multiple of 4 in a packed As,
+    rows that do not overlap; one row has no row stride to speak of), or flat (sfa_flat)."""
+    kb = cdiv(p.k, BLOCK_K)
+    return sfa_flat(p) or ((p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0 and (
+        p.m == 1 or ((p.sa_stride_m * 4) % 16 == 0 and p.sa_stride_m >= kb)))
 
 
 def scales_ok(p) -> bool:
@@ -106,8 +130,20 @@ def scales_ok(p) -> bool:
     return m_major_as_ok(p) or (K_MAJOR_SWITCH and k_major_as_ok(p))
 
 
+def flat_box(block_m: int, kb: int) -> int:
+    """The flat As box in floats (the kernel's kSfaFlatBox): at most 256 floats, in 256-byte
+    units that divide the tile's run of block_m * kb floats."""
+    units = block_m * kb // 64
+    return 64 * next(d for d in (4, 3, 2, 1) if units % d == 0)
+
+
 def k_major_as_map(p, rows: int):
-    """As [M, K / 128] row-major, box {rows, sfa_window K blocks}; TMA zero-fills past M."""
+    """As [M, K / 128] row-major, box {rows, sfa_window K blocks}; TMA zero-fills past M. Flat
+    (sfa_flat): one row of M * K / 128 floats, box flat_box; TMA zero-fills past its end."""
+    kb = cdiv(p.k, BLOCK_K)
+    if sfa_flat(p):
+        run = p.m * kb
+        return tma.encode_2d(p.sa_ptr, 1, run, -(-run * 4 // 16) * 16, 1, flat_box(rows, kb), 4, tma.SWIZZLE_NONE)
     row_stride = max(p.sa_stride_m, cdiv(p.k, BLOCK_K)) if p.m == 1 else p.sa_stride_m
     return tma.encode_2d(p.sa_ptr, p.m, cdiv(p.k, BLOCK_K), -(-row_stride * 4 // 16) * 16, rows, sfa_window(p.k), 4,
                          tma.SWIZZLE_NONE)
@@ -243,13 +279,14 @@ class Dense(Candidate):
         return self.block_m * self.block_n * OUT_BYTES[out_dtype] if tma_store else 0
 
     def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True,
-                   sfa_k_major: bool = True) -> int:
+                   sfa_k_major: bool = True, sfa_flat: bool = False) -> int:
         """The kernel's layout: alignment slack, the A / B ring, the staging of every (warpgroup,
-        wave), each stage's As column (or K-major window), two tiles' two Bs rows, the barriers.
-        is_valid checks the K-major form, the larger: a config valid there fits either layout."""
+        wave), each stage's As column (or K-major window: the whole K where flat), two tiles'
+        two Bs rows, the barriers. is_valid checks the windowed K-major form, the largest: a
+        config valid there fits every layout."""
         kb = cdiv(k, BLOCK_K)
         sfb = -(-(2 * 2 * kb * 4) // 16) * 16
-        window = sfa_window(k) if sfa_k_major else 0
+        window = (kb if sfa_flat else sfa_window(k)) if sfa_k_major else 0
         sfa = self.block_m * 4 * (sfa_slots(self.stages, window, k) * window if window else self.stages)
         return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
                 + self.staging_bytes(out_dtype, tma_store) + sfa + sfb + BARRIER_BYTES * self.stages)
@@ -288,14 +325,15 @@ class Dense(Candidate):
                 f"{' 2acc' if self.two_accum else ''}")
 
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
-                      grouped: bool = False) -> tuple:
+                      grouped: bool = False, sfa_flat: bool = False) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
         kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor, kGrouped, kSfaWindowK]]> (the defaulted last
-        ones named only where needed; K-major As names its window)"""
+        ones named only where needed; K-major As names its window, K / 128 where flat)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
         if grouped or sfa_k_major:
-            return head + (FLAG[bool(self.two_accum)], "true", FLAG[grouped], sfa_window(k))
+            window = cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k)
+            return head + (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
         return head + ("true",) if self.two_accum else head
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
@@ -303,13 +341,16 @@ class Dense(Candidate):
         k_major = not m_major_as_ok(p)
         if k_major and not (K_MAJOR_SWITCH and k_major_as_ok(p)):
             raise ValueError("config Dense reads a_scale by TMA: it must be K-major with unit K stride, a "
-                             "16-byte aligned base and row stride (K / 128 a multiple of 4 when packed), or "
+                             "16-byte aligned base and row stride (K / 128 a multiple of 4 when packed, or at "
+                             "most 8), or "
                              "M-major (strides (1, >= M) in elements, 16-byte aligned base and column stride), "
                              "(the K-major form is off: FP8GEMM_DENSE_K_MAJOR=0) "
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
-        store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major))
+        flat = k_major and sfa_flat(p)
+        store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major, flat))
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major), smem, self.prelude())
+                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major, sfa_flat=flat), smem,
+                                   self.prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
@@ -370,7 +411,7 @@ class Dense(Candidate):
         why = self.grouped_ok()
         if why:
             raise ValueError(f"config {self.label()}: {why}")
-        if not k_major_as_ok(p):
+        if not k_major_as_ok(p) or sfa_flat(p):
             raise ValueError("config Dense, grouped: a_scale must be K-major with unit K stride, a 16-byte aligned "
                              "base and row stride (K / 128 a multiple of 4 when packed)")
         store, smem = self._store(p, ldc, out_aligned,
@@ -404,6 +445,8 @@ class Dense(Candidate):
         trace's 94 shapes from M = 65 with K / 128 a multiple of 4): this choice ran 1.06 / 1.03 /
         1.02x the tuned best at M = 65-256 / 257-1023 / >= 1024 where the general / wg3 fallback
         ran 1.14 / 1.15 / 1.11x."""
+        # the flat As (K / 128 <= 8, not a multiple of 4) only through the tuner until the
+        # model's tiles are measured there
         if not K_MAJOR_SWITCH or desc.m <= 64 or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
             return None
         block_m, block_n, cluster, share_a, group = _peer_layout(
@@ -437,7 +480,7 @@ class Dense(Candidate):
         from 65, DeepGEMM's own tile alone up to 64. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
         of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
         the general kernel where a caller's As is neither (fp8gemm/api.py)."""
-        if not K_MAJOR_SWITCH or desc.out_dtype == "float32" or cdiv(desc.k, BLOCK_K) % 4:
+        if not K_MAJOR_SWITCH or desc.out_dtype == "float32" or not k_major_kb_ok(cdiv(desc.k, BLOCK_K)):
             return []
         if desc.m <= 64:
             # DeepGEMM's own tile there (64 rows, a narrow width; one M tile, so one raster):

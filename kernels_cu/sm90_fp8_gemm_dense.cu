@@ -21,8 +21,9 @@
 // them once per kSfaWindow stages. A window is reused only after every math thread released the
 // stage of its last K block (the producer's empty wait kSfaSlots - 1 windows later covers it: see
 // kSfaSlots). The row stride must be a multiple of 16 bytes (K / 128 blocks a multiple of 4 in a
-// packed As, else a padded buffer: the window reads past K / 128 as zeros); the host falls back
-// to the general kernel where it is not.
+// packed As, else a padded buffer: the window reads past K / 128 as zeros), except in a packed As
+// of at most 8 K blocks, which comes flat, the whole K in one window (kSfaFlat); the host falls
+// back to the general kernel where neither holds.
 //
 // Warps: kMathWGs math warpgroups (1 for 64-row tiles, 2 otherwise) first, then one producer
 // warpgroup whose thread kMathThreads issues every TMA load. A math warpgroup owns rows
@@ -218,7 +219,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                            const float* __restrict__ b_scale, int64_t sb_stride_n, int64_t sb_stride_k,
                            void* __restrict__ out, int64_t ldc, uint32_t M, uint32_t N,
                            // As M-major: inner dimension M, box {BLOCK_M, 1}; K-major: inner
-                           // dimension K / 128, box {4, BLOCK_M}
+                           // dimension K / 128, box {kSfaWindow, BLOCK_M}; flat: one row of
+                           // M * K / 128 floats, box {kSfaFlatBox, 1}
                            const __grid_constant__ TmaDescriptor tmap_sa,
                            // kGrouped: int32 offsets [G + 1] (group_rows 0) or counts [G] (masked:
                            // group g's rows start at g * group_rows); B holds G weight matrices of
@@ -264,7 +266,22 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // (kSfaSlots - 1) * kSfaWindow + 1 >= kNumStages. A tile's last window partial (K / 128 not a
     // multiple of kSfaWindow: the next tile's first window follows sooner): a slot per stage.
     constexpr uint32_t kSfaWindow = kSfaKMajor ? kSfaWindowK : 1;
-    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8, "K-major windows of 4 or 8 K blocks");
+    // Flat K-major As (the window is the whole K, K / 128 not a multiple of 4): a packed As row
+    // of K / 128 floats is not a 16-byte multiple, so TMA cannot read a {window, rows} box of it
+    // (our quantizer's default at K = 256: 88 of the trace's shapes). Packed rows make the tile's
+    // scales one contiguous run of BLOCK_M * K / 128 floats, in the window's own layout (row r at
+    // r * kSfaWindow); it comes once per tile as kSfaFlatBoxes boxes of a one-row map over the
+    // M * K / 128 floats (TMA zero-fills past the last row's). Its start, a multiple of 64 rows,
+    // is a multiple of 256 bytes.
+    constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && kNumKBlocks % 4 != 0;
+    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaFlat,
+                  "K-major windows of 4 or 8 K blocks, or the whole K flat");
+    static_assert(!kSfaFlat || (kNumKBlocks <= 8 && !kGrouped), "flat As: K <= 1024 and tiles on 64-row boundaries");
+    // boxes of at most 256 floats (TMA's box limit) in 256-byte units that divide the run
+    constexpr uint32_t kSfaFlatUnits = BLOCK_M * kNumKBlocks / 64;
+    constexpr uint32_t kSfaFlatBox =
+        64 * (kSfaFlatUnits % 4 == 0 ? 4 : kSfaFlatUnits % 3 == 0 ? 3 : kSfaFlatUnits % 2 == 0 ? 2 : 1);
+    constexpr uint32_t kSfaFlatBoxes = BLOCK_M * kNumKBlocks / kSfaFlatBox;
     constexpr uint32_t kSfaSlots = !kSfaKMajor                       ? kNumStages
                                    : kNumKBlocks % kSfaWindow == 0 ? 1 + (kNumStages - 1 + kSfaWindow - 1) / kSfaWindow
                                                                    : kNumStages;
@@ -361,17 +378,27 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     float* sfa_dst = smem_sfa + (kSfaKMajor ? sfa_slot : pipe.stage) * kSfaSlotFloats;
                     if (kSfaKMajor && sfa_load) sfa_slot = sfa_slot + 1 == kSfaSlots ? 0 : sfa_slot + 1;
                     const int32_t k = static_cast<int32_t>(kb * BLOCK_K);
-                    // the As box's coordinates, inner first
-                    const int32_t sa_c0 = kSfaKMajor ? static_cast<int32_t>(kb) : static_cast<int32_t>(a_row);
-                    const int32_t sa_c1 = kSfaKMajor ? static_cast<int32_t>(a_row) : static_cast<int32_t>(kb);
+                    // the As box's coordinates, inner first (flat: box j of the tile's run)
+                    const int32_t sa_c0 = kSfaFlat     ? static_cast<int32_t>(a_row * kNumKBlocks)
+                                          : kSfaKMajor ? static_cast<int32_t>(kb)
+                                                       : static_cast<int32_t>(a_row);
+                    const int32_t sa_c1 = kSfaFlat ? 0 : kSfaKMajor ? static_cast<int32_t>(a_row) : static_cast<int32_t>(kb);
+                    const auto load_sfa = [&](bool multicast) {
+#pragma unroll
+                        for (uint32_t j = 0; j < (kSfaFlat ? kSfaFlatBoxes : 1u); ++j) {
+                            const int32_t c0 = sa_c0 + static_cast<int32_t>(j * kSfaFlatBox);
+                            if (multicast) tma_load_2d_multicast(sfa_dst + j * kSfaFlatBox, &tmap_sa, bar, c0, sa_c1, kPairMask);
+                            else tma_load_2d(sfa_dst + j * kSfaFlatBox, &tmap_sa, bar, c0, sa_c1);
+                        }
+                    };
                     if (kMulticastA && share) {
                         if (rank == 0) {
                             tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_row, kPairMask);
-                            if (sfa_load) tma_load_2d_multicast(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1, kPairMask);
+                            if (sfa_load) load_sfa(true);
                         }
                     } else {
                         tma_load_2d(a_dst, &tmap_a, bar, k, a_row);
-                        if (sfa_load) tma_load_2d(sfa_dst, &tmap_sa, bar, sa_c0, sa_c1);
+                        if (sfa_load) load_sfa(false);
                     }
                     if (!kMulticastA && share) {
                         if (rank == 0) tma_load_2d_multicast(b_dst, &tmap_b, bar, k, b_row, kPairMask);

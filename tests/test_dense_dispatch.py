@@ -78,7 +78,7 @@ def test_template_and_smem():
 def test_table_entry_and_tuner_candidates(monkeypatch):
     """A table entry names it; with the K-major switch on the tuner offers it (up to M = 64 at
     DeepGEMM's tile alone) where a
-    packed K-major As is TMA-readable (K / 128 a multiple of 4), never for fp32 out; with it off,
+    packed K-major As is TMA-readable (K / 128 a multiple of 4, or at most 8: flat), never for fp32 out; with it off,
     never."""
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096)) == [] or dense.K_MAJOR_SWITCH
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", True)
@@ -91,7 +91,8 @@ def test_table_entry_and_tuner_candidates(monkeypatch):
     tiny = Dense.tuner_candidates(GemmDesc(64, 4096, 4096))   # DeepGEMM's own 64-row tile alone
     assert tiny and {(c.block_m, c.block_n) for c in tiny} == {dense.peer_tile(64, 4096, 4096)[:2]}
     assert len(tiny) == len(set(tiny)) == 2 and {c.two_accum for c in tiny} == {0, 1}
-    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 256)) == []          # K / 128 = 2: no TMA row stride
+    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 256))                # K / 128 = 2: flat
+    assert Dense.tuner_candidates(GemmDesc(4096, 4096, 1152)) == []         # 9 blocks: 36-byte rows, not flat
     assert Dense.tuner_candidates(GemmDesc(4096, 4096, 4096, "float32")) == []
 
 
@@ -139,7 +140,11 @@ def _problem(m, k, sa_stride_m, sa_stride_k, sa_ptr=1 << 20):
     (300, 4096, 1, 302, False, False),      # M-major, column stride 302 floats: not 16-byte aligned
     (300, 4096, 1, 304, True, False),       # M-major, TMA-aligned (DeepGEMM's layout)
     (300, 1536, 12, 1, False, True),        # 12 blocks: 48-byte rows
-    (300, 256, 2, 1, False, False),         # 2 blocks: 8-byte rows, neither
+    (300, 256, 2, 1, False, True),          # 2 blocks: 8-byte rows, packed: flat
+    (300, 256, 4, 1, False, True),          # 2 blocks in 16-byte rows: the window
+    (300, 256, 3, 1, False, False),         # 2 blocks in 12-byte rows: neither
+    (300, 1152, 9, 1, False, False),        # 9 blocks packed: 36-byte rows, past the flat limit
+    (300, 896, 7, 1, False, True),          # 7 blocks packed: flat
     (300, 4096, 0, 1, False, False),        # a broadcast As row
     (1, 256, 0, 1, False, True),            # one row: no row stride to speak of (K-major)
 ])

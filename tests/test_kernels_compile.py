@@ -12,6 +12,7 @@ import pytest
 from fp8gemm import compiler
 from fp8gemm.dispatch import Dense, GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
 from fp8gemm.dispatch import general as general_rules
+from fp8gemm.dispatch import dense
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -52,7 +53,9 @@ def _instance(c, dt, store=False, fine=None, grouped=False, k=256, n=None, k_maj
     and reads As K-major (our quantizer's) or M-major (``k_major``)."""
     fine = dt == "float32" if fine is None else fine
     if isinstance(c, Dense):
-        return c.variant, c.template_args(n, k, dt, store and c.smem_bytes(dt, k, True, k_major) <= 232448, k_major)
+        flat = k_major and dense.flat_kb_ok(-(-k // 128))          # our quantizer's packed As
+        return c.variant, c.template_args(n, k, dt, store and c.smem_bytes(dt, k, True, k_major, flat) <= 232448,
+                                          k_major, sfa_flat=flat)
     if isinstance(c, SwapAB):
         return c.variant, c.template_args(dt, fine, grouped)
     if isinstance(c, General):
@@ -169,7 +172,7 @@ def _dense_instantiations():
     """The dense kernel as its GPU tests force it (tests/test_matmul_dense.py: every tile height,
     straddling widths, pairs sharing A or B) and at the milestone shapes, each with the store its
     plan takes and the direct store."""
-    from test_matmul_dense import CONFIGS
+    from test_matmul_dense import CONFIGS, FLAT_CONFIGS, FLAT_SHAPES
     seen = set()
     for i, cfg in enumerate(CONFIGS):
         c = Dense(*cfg)
@@ -208,9 +211,14 @@ def _dense_instantiations():
     for m, n, k in ((4100, 576, 7168), (3000, 1000, 1536), (200, 2880, 4096), (700, 1000, 2048)):
         c = Dense.model(GemmDesc(m, n, k))
         seen.add(_instance(c, "bfloat16", c.store_ok("bfloat16"), k=k, n=n))
+    # tests/test_matmul_dense.py's flat As (packed rows of 2 and 7 K blocks), the store its plan takes
+    for cfg in FLAT_CONFIGS:
+        c = Dense(*cfg)
+        for _, n, k in FLAT_SHAPES:
+            seen.add(_instance(c, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, k=k, n=n))
     # the tuner's candidates on our quantizer's layout at the trace's (N, K) (what a table picks)
     for n in (512, 1536, 4096, 8192):
-        for k in (1024, 4096):
+        for k in (256, 1024, 4096):
             for c in sum((Dense.tuner_candidates(GemmDesc(m, n, k)) for m in (4096, 128, 48)), []):
                 store = c.store_ok("bfloat16") and c.smem_bytes("bfloat16", k, True, True) <= 232448
                 seen.add((c.variant, c.template_args(n, k, "bfloat16", store, True)))

@@ -6,7 +6,9 @@ one-wave tiles, M / N / K tails, bf16 and fp16
 out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
 repeatable, inside NaN-poisoned buffers. As in both layouts the kernel reads by TMA: M-major (a
 column per stage) and K-major (windows of 4 or 8 K blocks in a ring; packed, and padded where K / 128 is
-not a multiple of 4)."""
+not a multiple of 4; flat where packed rows of at most 8 K blocks are not 16-byte multiples)."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,35 @@ def test_forced_k_major(m, n, k, cfg):
     case = random_case(m, n, k, seed=m + 5 * n + k)
     kb = case.a_scale.shape[1]
     sa = case.a_scale if kb % 4 == 0 or m == 1 else k_major_padded(case.a_scale)
+    out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))
+    check(out, case)
+
+
+# Packed As rows of 1-7 K blocks (4-28 bytes: not 16-byte multiples), read flat: M tails, a K
+# tail, kb = 1 beside M > 1.
+FLAT_SHAPES = [(100, 136, 256), (300, 1000, 384), (257, 520, 640), (1000, 4096, 256), (4100, 1544, 896),
+               (65, 300, 200), (129, 256, 768), (513, 264, 128)]
+
+
+# every tile height, pairs sharing A (the As run multicast) and B, straddling widths, two
+# accumulators (each (N, K) is its own compile: N and K are template arguments)
+FLAT_CONFIGS = [CONFIGS[i] for i in (0, 1, 2, 3, 5, 6, 10, 13, 16, 17)]
+
+
+@K_MAJOR
+@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", FLAT_SHAPES, ids=str)
+def test_forced_k_major_flat(m, n, k, cfg):
+    """Our quantizer's packed As where K / 128 (at most 8) is not a multiple of 4: the kernel
+    reads the tile's rows as one run (kSfaFlat). The As lies inside a NaN-filled buffer, 16 bytes
+    in: a box reading past its M * K / 128 floats would put NaN into the sum."""
+    import cupy
+    case = random_case(m, n, k, seed=m + 7 * n + k)
+    kb = case.a_scale.shape[1]
+    buf = cupy.full((m * kb + 4 + 256,), np.nan, dtype=cupy.float32)
+    sa = buf[4:4 + m * kb].reshape(m, kb)
+    sa[...] = case.a_scale
+    assert dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=sa.data.ptr, sa_stride_m=kb, sa_stride_k=1))
     out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))
     check(out, case)
 
