@@ -45,12 +45,14 @@ NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows tak
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
-# Lab switch (FP8GEMM_DENSE_IMPLICIT_CLUSTER=1, off by default): unpaired tiles compiled without the
-# cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu: FP8GEMM_DENSE_CLUSTER_DIMS), launched plainly
-# as DeepGEMM launches its unpaired tiles. Asked by the one-wave 128 x 128 gap (4096 x 512 x 4096
-# at 1.09x DeepGEMM's time at its tile): a CPU comparison found every other difference outside the
-# K loop worth ~1% at most (bench/NOTES.md, session 41). Not yet measured.
-IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "0") == "1"
+# Unpaired tiles compiled without the cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu:
+# FP8GEMM_DENSE_CLUSTER_DIMS) and launched plainly, as DeepGEMM launches its unpaired tiles; on by
+# default since session 44 (FP8GEMM_DENSE_IMPLICIT_CLUSTER=0: every instantiation a cluster launch,
+# lab A/B). H100, DeepGEMM's tile in the same process (bench/NOTES.md, session 44): 64 x 96 at
+# 512 x 1536 x 4096 1.28x DeepGEMM's time -> 1.01x, 64 x 128 at 256 x 4096 x 4096 1.30x -> 1.00x,
+# 128 x 96 at 384 x 4096 x 4096 1.19x -> 1.01x, 128 x 128 at 256 x 8192 x 4096 1.08x -> 1.00x: the
+# one-wave unpaired gap was the cluster launch, not the loop (whose SASS matched DeepGEMM's).
+IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "1") != "0"
 IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
 # The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
 # FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.

@@ -52,11 +52,11 @@ def from_entry(entry: dict, reason: str = "") -> Candidate:
 
 
 SWAP_ESTIMATE_BIAS = 1.1       # swap-AB's estimate against 64-row tiles': 1.1x too low (fitted)
-# The dense kernel in the fallback (Dense.model) from M = 65: FP8GEMM_DENSE_MODEL=1 (off by default
-# until the GPU suite has passed with it: session 42's run stopped at 78% with two failures its log
-# does not name, and no device came in session 43). Scored on the H100's tune state at 1.06 / 1.03 /
-# 1.01x the tuned best where the older model ran 1.14 / 1.16 / 1.10x (bench/NOTES.md, session 42).
-DENSE_MODEL = os.environ.get("FP8GEMM_DENSE_MODEL", "0") == "1"
+# The dense kernel in the fallback (Dense.model) from M = 65, on by default since the GPU suite
+# passed with it (H100, session 44); FP8GEMM_DENSE_MODEL=0 keeps the older kernels' model. Scored
+# on the H100's tune state at 1.06 / 1.03 / 1.01x the tuned best where the older model ran 1.14 /
+# 1.16 / 1.10x (bench/NOTES.md, session 42).
+DENSE_MODEL = os.environ.get("FP8GEMM_DENSE_MODEL", "1") != "0"
 
 
 # ---- the table ------------------------------------------------------------------------------------

@@ -225,8 +225,15 @@ def _dense_instantiations():
     return seen
 
 
-DEFAULT_PRELUDE = {Dense.variant: Dense(64, 64, 8).prelude(),      # unpaired or not: the same by default
-                   General.variant: general_rules.producer_prelude(), SwapAB.variant: general_rules.producer_prelude()}
+DEFAULT_PRELUDE = {General.variant: general_rules.producer_prelude(), SwapAB.variant: general_rules.producer_prelude()}
+
+
+def default_prelude(variant, targs) -> str:
+    """The source prelude the launcher compiles an instantiation with: the dense kernel's depends
+    on its cluster (targs[7]: unpaired tiles without the cluster attribute by default)."""
+    if variant == Dense.variant:
+        return Dense(64, 64, 8, targs[7]).prelude()
+    return DEFAULT_PRELUDE.get(variant, "")
 
 
 def _compile(tmp_path, variant, targs, prelude=""):
@@ -250,7 +257,7 @@ def _swiglu_instantiation():
 @pytest.mark.parametrize("variant,targs", _instantiations(), ids=lambda v: str(v))
 def test_compiles_without_spills(tmp_path, variant, targs):
     # as the launcher compiles it: the dense kernel with its default prelude (the elected producer)
-    log = _compile(tmp_path, variant, targs, DEFAULT_PRELUDE.get(variant, ""))
+    log = _compile(tmp_path, variant, targs, default_prelude(variant, targs))
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert spills, f"no resource usage in nvcc output:\n{log}"
     assert all(s == ("0", "0") for s in spills), f"register spills:\n{log}"
