@@ -54,6 +54,10 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # one-wave unpaired gap was the cluster launch, not the loop (whose SASS matched DeepGEMM's).
 IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "1") != "0"
 IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
+# Lab switch (FP8GEMM_DENSE_SHORT_A_BOX=1, off until measured): below one row tile the A map's box
+# is round_up(M, 8) rows, not block_m (the kernel's FP8GEMM_DENSE_SHORT_A_BOX says why; a_box_rows).
+SHORT_A_BOX_SWITCH = os.environ.get("FP8GEMM_DENSE_SHORT_A_BOX", "0") == "1"
+SHORT_A_BOX_PRELUDE = "#define FP8GEMM_DENSE_SHORT_A_BOX 1\n"
 # The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
 # FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.
 # On by default since session 42: at DeepGEMM's 64-row tiles, where the producer is on the critical
@@ -78,6 +82,13 @@ def sfa_slots(stages: int, window: int, k: int) -> int:
     if cdiv(k, BLOCK_K) % window:
         return stages
     return 1 + -(-(stages - 1) // window)
+
+
+def a_box_rows(m: int, block_m: int, short_box: bool) -> int:
+    """The plain mode's A box rows: with ``short_box`` (SHORT_A_BOX_SWITCH) round_up(M, 8) where M
+    is below one row tile, else block_m. The kernel's full barrier expects the same (its
+    FP8GEMM_DENSE_SHORT_A_BOX prelude), so the two must agree."""
+    return min(block_m, -(-m // 8) * 8) if short_box and m < block_m else block_m
 
 
 def threads(block_m: int) -> int:
@@ -350,10 +361,12 @@ class Dense(Candidate):
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
         flat = k_major and sfa_flat(p)
         store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major, flat))
+        prelude = self.prelude()
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.n, p.k, p.out_dtype, store, k_major, sfa_flat=flat), smem,
-                                   self.prelude())
-        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
+                                   prelude)
+        tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda,
+                                   a_box_rows(p.m, self.block_m, SHORT_A_BOX_PRELUDE in prelude))
         tmap_b = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_n)
         tiles = cdiv(p.m, self.block_m) * cdiv(p.n, self.block_n)
         check_units(tiles, f"M = {p.m}, N = {p.n}")
@@ -392,9 +405,11 @@ class Dense(Candidate):
 
     def prelude(self) -> str:
         """The source prelude of this tile's kernel: the implicit-cluster form for an unpaired tile
-        under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH."""
+        under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH, the short
+        A box under SHORT_A_BOX_SWITCH (the plan's A map follows the prelude it compiled with)."""
         return ((IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else "")
-                + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else ""))
+                + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else "")
+                + (SHORT_A_BOX_PRELUDE if SHORT_A_BOX_SWITCH else ""))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""

@@ -185,17 +185,25 @@ struct Raster {
 };
 }  // namespace dense
 
-// FP8GEMM_DENSE_IMPLICIT_CLUSTER (defined by dispatch/dense.py's prelude for an unpaired tile under
-// its switch, FP8GEMM_DENSE_IMPLICIT_CLUSTER=1): no cluster attribute, so the launch is a plain one
-// (each CTA its own implicit cluster), as DeepGEMM launches its unpaired tiles; by default every
-// instantiation carries __cluster_dims__(kCluster, 1, 1), 1 x 1 x 1 included, and is launched as a
-// cluster kernel. Whether that places CTAs differently on an L2-bound one-wave shape is the question
-// (bench/NOTES.md, session 41). Every cluster operation of the kernel sits behind kCluster > 1.
+// FP8GEMM_DENSE_IMPLICIT_CLUSTER (defined by dispatch/dense.py's prelude for an unpaired tile, by
+// default; FP8GEMM_DENSE_IMPLICIT_CLUSTER=0 leaves it out): no cluster attribute, so the launch is a
+// plain one (each CTA its own implicit cluster), as DeepGEMM launches its unpaired tiles; without
+// it an instantiation carries __cluster_dims__(kCluster, 1, 1), 1 x 1 x 1 included, and is launched
+// as a cluster kernel, which ran one-wave unpaired 64- and 128-row tiles 8-30% slower on the H100
+// (bench/NOTES.md, session 44). Every cluster operation of the kernel sits behind kCluster > 1.
 #ifdef FP8GEMM_DENSE_IMPLICIT_CLUSTER
 #define FP8GEMM_DENSE_CLUSTER_DIMS(n)
 #else
 #define FP8GEMM_DENSE_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
 #endif
+// FP8GEMM_DENSE_SHORT_A_BOX (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SHORT_A_BOX=1):
+// where M is below one row tile (and not grouped) the host's A map has a box of round_up(M, 8) rows
+// (dispatch/dense.py: a_box_rows) and the full barrier expects that many bytes, so no stage carries
+// out-of-bounds A rows (a 64-row box at M = 32 moves 8 KiB a stage for 4 KiB of A). DeepGEMM takes
+// 32- and 16-row tiles at M <= 32 / 16 for that reason ("smaller block M can avoid TMA L2 OOB
+// bound"); at 32 x 1536 x 1024 it ran 3.62 us against our 64 x 16 tile's 4.13-4.51 (H100, session
+// 44). The rows past the box keep stale shared memory: they feed only the wgmma rows >= M, which
+// are never stored (the TMA store clips at M, direct stores mask at row_end) and reach no other row.
 // FP8GEMM_DENSE_ELECT_PRODUCER (a prelude the launcher adds by default; =0 in the environment leaves
 // it out, the earlier producer, for the lab A/B): the
 // producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
@@ -312,6 +320,11 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     Mbarrier* empty_bar = full_bar + kNumStages;
     uint32_t* tile_prefix = reinterpret_cast<uint32_t*>(empty_bar + kNumStages);   // kGrouped: [G + 1]
 
+#ifdef FP8GEMM_DENSE_SHORT_A_BOX
+    const uint32_t a_stage_tx = (!kGrouped && M < BLOCK_M) ? (M + 7u) / 8u * 8u * BLOCK_K : kAStage;
+#else
+    constexpr uint32_t a_stage_tx = kAStage;
+#endif
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t rank = kCluster > 1 ? cluster_ctarank() : 0u;
@@ -405,7 +418,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     } else {
                         tma_load_2d(b_dst, &tmap_b, bar, k, b_row);
                     }
-                    mbarrier_arrive_expect_tx(bar, kAStage + kBStage + (sfa_load ? kSfaBytes : 0u));
+                    mbarrier_arrive_expect_tx(bar, a_stage_tx + kBStage + (sfa_load ? kSfaBytes : 0u));
                 }
             }
             // A pair: every remote arrival on this CTA's empty barriers has landed before it exits.

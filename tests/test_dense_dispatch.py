@@ -308,3 +308,17 @@ def test_fallback_model(monkeypatch):
     assert not isinstance(selector.fallback(GemmDesc(4096, 4096, 4096)), Dense)
     monkeypatch.setattr(dense, "K_MAJOR_SWITCH", False)
     assert Dense.model(GemmDesc(4096, 4096, 4096)) is None
+
+
+def test_short_a_box_rows(monkeypatch):
+    """FP8GEMM_DENSE_SHORT_A_BOX (lab, off by default): the A box is round_up(M, 8) rows below one
+    row tile, block_m from one row tile up or with the switch off; the prelude names it only
+    under the switch (the kernel's full barrier expects the box the plan encodes from it)."""
+    assert not dense.SHORT_A_BOX_SWITCH
+    assert [dense.a_box_rows(m, 64, True) for m in (1, 5, 8, 32, 33, 63, 64, 65, 1000)] == [8, 8, 8, 32, 40, 64, 64, 64, 64]
+    assert [dense.a_box_rows(m, 256, True) for m in (100, 200, 255, 256)] == [104, 200, 256, 256]
+    assert dense.a_box_rows(5, 64, False) == 64
+    c = Dense(64, 16, 15, 1, 0, 8, 1)
+    assert dense.SHORT_A_BOX_PRELUDE not in c.prelude()
+    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
+    assert dense.SHORT_A_BOX_PRELUDE in c.prelude() and dense.SHORT_A_BOX_PRELUDE in Dense(256, 128, 3, 2, 1, 8).prelude()

@@ -416,6 +416,21 @@ def test_dense_elect_producer_prelude(tmp_path, monkeypatch, cfg, n, k, grouped)
 
 
 @needs_nvcc
+@pytest.mark.parametrize("cfg,n", [((64, 16, 15, 1, 0, 8, 1), 1536), ((256, 128, 3, 2, 1, 8), 4096),
+                                   ((128, 96, 5, 1, 1, 8), 1000)], ids=str)
+def test_dense_short_a_box_prelude(tmp_path, monkeypatch, cfg, n):
+    """FP8GEMM_DENSE_SHORT_A_BOX (lab): with the prelude the kernel compiles without spills, the
+    unpaired, paired (A multicast) and straddling tiles that tests/test_matmul_dense.py forces."""
+    from fp8gemm.dispatch import dense
+    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
+    c = Dense(*cfg)
+    targs = c.template_args(n, 1024, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True)
+    log = _compile(tmp_path, c.variant, targs, c.prelude())
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+    assert "0 bytes stack frame" in log, log[-2000:]
+
+
+@needs_nvcc
 def test_general_elect_producer_prelude(tmp_path, monkeypatch):
     """FP8GEMM_GENERAL_ELECT_PRODUCER: the general-family prelude under the switch only; with it a
     general, a 64-row and a swap-AB instantiation compile without spills."""

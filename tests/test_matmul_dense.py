@@ -110,6 +110,37 @@ def test_forced_k_major_flat(m, n, k, cfg):
     check(out, case)
 
 
+# below one row tile: 64-row tiles (one and two accumulators), 128 and 256 rows, pairs sharing A
+# (the short box multicast) and B, a straddling width
+SHORT_BOX_CONFIGS = [(64, 16, 15, 1, 0, 8, 1), (64, 32, 16, 1, 0, 8), (128, 128, 5, 1, 1, 8), (256, 128, 3, 2, 1, 8),
+                     (256, 128, 3, 2, 0, 8), (128, 96, 5, 1, 1, 8)]
+
+
+@K_MAJOR
+@pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m", [1, 5, 32, 33, 100, 200])
+def test_short_a_box(m, cfg, monkeypatch):
+    """FP8GEMM_DENSE_SHORT_A_BOX (lab): below one row tile the A box is round_up(M, 8) rows and the
+    rows past it keep stale shared memory, which must reach no stored row. A inside a NaN-filled
+    buffer, the output inside one; against the reference and bitwise the full box's result."""
+    import cupy
+    import torch
+    n, k = 1000, 1024
+    case = random_case(m, n, k, seed=m + 11)
+    a, _ = poisoned(case.a, FP8_NAN, pad_rows=16, pad_cols=32)
+    c = Dense(*cfg)
+    full = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c)).view(cupy.uint16)
+    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
+    assert dense.SHORT_A_BOX_PRELUDE in c.prelude()
+    buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
+    view = buf[1:1 + m, 8:8 + n]
+    assert fp8gemm.matmul(a, case.b, case.a_scale, case.b_scale, out=view, config=c) is view
+    check(view, case)
+    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
+    got = cupy.from_dlpack(view.contiguous()).view(cupy.uint16)
+    assert bool((got == full).all()), "the short A box gives other bits"
+
+
 @pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: Dense(*c).label().replace(" ", "_"))
 @pytest.mark.parametrize("m,n,k", [(300, 1000, 1536), (129, 264, 4096)], ids=str)
 def test_fp16(m, n, k, cfg):
