@@ -157,9 +157,14 @@ def k_major_as_map(p, rows: int):
     if sfa_flat(p):
         run = p.m * kb
         return tma.encode_2d(p.sa_ptr, 1, run, -(-run * 4 // 16) * 16, 1, flat_box(rows, kb), 4, tma.SWIZZLE_NONE)
-    row_stride = max(p.sa_stride_m, cdiv(p.k, BLOCK_K)) if p.m == 1 else p.sa_stride_m
-    return tma.encode_2d(p.sa_ptr, p.m, cdiv(p.k, BLOCK_K), -(-row_stride * 4 // 16) * 16, rows, sfa_window(p.k), 4,
-                         tma.SWIZZLE_NONE)
+    row_stride = max(p.sa_stride_m, kb) if p.m == 1 else p.sa_stride_m
+    return tma.encode_2d(p.sa_ptr, p.m, kb, -(-row_stride * 4 // 16) * 16, rows, sfa_window(p.k), 4, tma.SWIZZLE_NONE)
+
+
+def grouped_as_ok(p) -> bool:
+    """Whether the grouped mode can read this As: K-major in windows only (its tiles start at a
+    group's first row, any row, where a flat run's box cannot start)."""
+    return k_major_as_ok(p) and not sfa_flat(p)
 
 
 def m_major_as_ok(p) -> bool:
@@ -354,7 +359,7 @@ class Dense(Candidate):
         k_major = not m_major_as_ok(p)
         if k_major and not (K_MAJOR_SWITCH and k_major_as_ok(p)):
             raise ValueError("config Dense reads a_scale by TMA: it must be K-major with unit K stride, a "
-                             "16-byte aligned base and row stride (K / 128 a multiple of 4 when packed, or at "
+                             "16-byte aligned base and row stride (when packed: K / 128 a multiple of 4, or at "
                              "most 8), or "
                              "M-major (strides (1, >= M) in elements, 16-byte aligned base and column stride), "
                              "(the K-major form is off: FP8GEMM_DENSE_K_MAJOR=0) "
@@ -428,7 +433,7 @@ class Dense(Candidate):
         why = self.grouped_ok()
         if why:
             raise ValueError(f"config {self.label()}: {why}")
-        if not k_major_as_ok(p) or sfa_flat(p):
+        if not grouped_as_ok(p):
             raise ValueError("config Dense, grouped: a_scale must be K-major with unit K stride, a 16-byte aligned "
                              "base and row stride (K / 128 a multiple of 4 when packed)")
         store, smem = self._store(p, ldc, out_aligned,

@@ -22,7 +22,7 @@ import numpy as np
 from . import output
 from .dispatch import grouped as tiles
 from .dispatch import invariant as invariant_mode
-from .dispatch.dense import k_major_as_ok, sfa_flat
+from .dispatch.dense import grouped_as_ok
 from .dispatch.grouped import rows_estimate  # noqa: F401 - fp8gemm.moe's and the tests' name for it
 from .intake import CUPY, TORCH, framework_of, intake
 from .launcher import building, sm_count
@@ -192,7 +192,7 @@ def plan_grouped_problem(gp, expected_rows, precise_fp32: bool, wg3, ldc: int, o
     else:
         per_group, active = _group_estimate(gp, expected_rows)
         cand = tiles.candidate(p.n, p.k, p.out_dtype, gp.num_groups, per_group, active, sm_count(p.device),
-                               precise_fp32, wg3, dense_ok=tiles.GROUPED_DENSE and k_major_as_ok(p) and not sfa_flat(p))
+                               precise_fp32, wg3, dense_ok=tiles.GROUPED_DENSE and grouped_as_ok(p))
     with building(p.device):
         return cand.plan_grouped(gp, ldc, out_aligned, precise_fp32)
 
