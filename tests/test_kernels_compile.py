@@ -431,6 +431,24 @@ def test_dense_short_a_box_prelude(tmp_path, monkeypatch, cfg, n):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("cfg,n,grouped", [((64, 16, 15, 1, 0, 8, 1), 1536, False), ((256, 128, 3, 2, 1, 8), 4096, False),
+                                           ((128, 96, 5, 1, 1, 8), 1000, False), ((128, 128, 5, 2, 0, 2), 4096, True)],
+                         ids=str)
+def test_dense_sfb_ahead_prelude(tmp_path, monkeypatch, cfg, n, grouped):
+    """FP8GEMM_DENSE_SFB_AHEAD (lab): the prelude under the switch only; with it the kernel compiles
+    without spills or stack for an unpaired two-accumulator, a paired, a straddling and a grouped tile."""
+    from fp8gemm.dispatch import dense
+    c = Dense(*cfg)
+    assert not dense.SFB_AHEAD_SWITCH and dense.SFB_AHEAD_PRELUDE not in c.prelude()
+    monkeypatch.setattr(dense, "SFB_AHEAD_SWITCH", True)
+    assert dense.SFB_AHEAD_PRELUDE in c.prelude()
+    targs = c.template_args(n, 1024, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped)
+    log = _compile(tmp_path, c.variant, targs, c.prelude())
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+    assert "0 bytes stack frame" in log, log[-2000:]
+
+
+@needs_nvcc
 def test_general_elect_producer_prelude(tmp_path, monkeypatch):
     """FP8GEMM_GENERAL_ELECT_PRODUCER: the general-family prelude under the switch only; with it a
     general, a 64-row and a swap-AB instantiation compile without spills."""

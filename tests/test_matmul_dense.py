@@ -141,6 +141,24 @@ def test_short_a_box(m, cfg, monkeypatch):
     assert bool((got == full).all()), "the short A box gives other bits"
 
 
+@pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", [(300, 1000, 1024), (2000, 4096, 256), (33, 8192, 1152)], ids=str)
+def test_sfb_ahead(m, n, k, cfg, monkeypatch):
+    """FP8GEMM_DENSE_SFB_AHEAD (lab): the next tile's Bs loaded before this tile's Bs store and
+    barrier. Shapes with more tiles than SMs (each CTA runs several, so the carried Bs is used) and
+    an N tail; against the reference and bitwise the default order's result."""
+    import cupy
+    case = random_case(m, n, k, seed=m + 3 * n + k)
+    sa = m_major(case.a_scale)
+    c = Dense(*cfg)
+    base = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
+    monkeypatch.setattr(dense, "SFB_AHEAD_SWITCH", True)
+    assert dense.SFB_AHEAD_PRELUDE in c.prelude()
+    out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)
+    check(out, case)
+    assert bool((cupy.asarray(out).view(cupy.uint16) == base).all()), "the Bs load ahead gives other bits"
+
+
 @pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: Dense(*c).label().replace(" ", "_"))
 @pytest.mark.parametrize("m,n,k", [(300, 1000, 1536), (129, 264, 4096)], ids=str)
 def test_fp16(m, n, k, cfg):
