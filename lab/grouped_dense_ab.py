@@ -24,7 +24,10 @@ TOP_K = 6
 CONFIGS = [Dense(128, 128, 5, 1, 1, 8), Dense(128, 128, 5, 1, 1, 8, 1), Dense(256, 128, 3, 2, 1, 8),
            Dense(128, 128, 5, 2, 1, 8), Dense(256, 128, 3, 1, 1, 8),
            # pairs of an expert's row tiles sharing its weights by multicast (session 40)
-           Dense(128, 128, 5, 2, 0, 8), Dense(128, 128, 5, 2, 0, 8, 1), Dense(128, 128, 5, 2, 0, 2)]
+           Dense(128, 128, 5, 2, 0, 8), Dense(128, 128, 5, 2, 0, 8, 1), Dense(128, 128, 5, 2, 0, 2),
+           # DeepGEMM's own tile at prefill sizes (its SM90 heuristic for the contiguous layout: 128 x 192,
+           # a pair sharing B; session 45)
+           Dense(128, 192, 4, 2, 0, 8), Dense(128, 192, 4, 2, 0, 2)]
 # GAB_CONFIGS="0,2" / GAB_LAYERS="0,1": subsets (each configuration and shape costs an NVRTC compile)
 if os.environ.get("GAB_CONFIGS"):
     CONFIGS = [CONFIGS[int(i)] for i in os.environ["GAB_CONFIGS"].split(",")]
