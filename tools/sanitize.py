@@ -125,6 +125,13 @@ DENSE = [Gemm(*c, as_layout="m", tags=("dense",)) for c in [   # As M-major (a T
     (300, 1000, 1536, "bfloat16", Dense(256, 128, 3, 2, 1, 16), "dense K-major As: 256 x 128 pairs, odd tile count"),
     (200, 304, 2048, "float16", Dense(128, 128, 5, 1, 1, 8, 1), "dense K-major As: two accumulators, TMA store"),
     (130, 520, 7168, "bfloat16", Dense(128, 64, 6, 1, 1, 8), "dense K-major As: window past K / 128 (56 blocks)"),
+    # since session 38: the flat As (packed rows, K / 128 not a multiple of 4), the small-M 64-row
+    # two-accumulator tiles, a straddling width, a pair sharing B
+    (200, 1000, 256, "bfloat16", Dense(128, 128, 5, 1, 1, 8), "dense flat As (K / 128 = 2): one-row map runs, M tail"),
+    (77, 520, 640, "bfloat16", Dense(256, 128, 3, 2, 1, 8), "dense flat As (K / 128 = 5), pairs sharing A"),
+    (32, 1536, 1024, "bfloat16", Dense(64, 16, 15, 1, 0, 8, 1), "dense 64 x 16 two accumulators, small M"),
+    (300, 1000, 1024, "bfloat16", Dense(128, 96, 5, 1, 1, 8), "dense 128 x 96: a tile straddles two B-scale blocks"),
+    (600, 4096, 1024, "bfloat16", Dense(128, 128, 5, 2, 0, 8), "dense pairs sharing B"),
 ] if dense_k_major.K_MAJOR_SWITCH]
 GEMMS = GENERAL + SWAP_AB + SHORT_K + GEMV + WG3 + DENSE
 
@@ -143,6 +150,8 @@ GROUPED = [
      "grouped dense: TMA stores on whole tiles, direct at each group's end"),
     ("masked", [0, 64, 130, 7, 193], 200, 256, 2048, "float16", Dense(256, 128, 3, 2, 1, 8),
      "grouped dense masked, 256-row tiles in pairs sharing A"),
+    ("contiguous", [0, 256, 130, 384, 0, 77, 256], None, 576, 1024, "bfloat16", Dense(128, 192, 4, 2, 0, 8),
+     "grouped dense 128 x 192 pairs sharing B (DeepGEMM's contiguous tile), pairs across a group's end"),
 ] if dense_k_major.K_MAJOR_SWITCH else [])
 
 
