@@ -3,9 +3,10 @@ wgmma M side) and ``SwapAB`` (sm90_fp8_gemm_swap_ab, C^T = B A^T: weights on the
 tokens on a narrow wgmma N tile), and the time model that picks their tiling and K splits.
 
 Both are persistent (one CTA per SM over the work units: tiles x K splits), with a TMA producer
-warpgroup, two consumer warpgroups of 64 rows each, and a ring of ``stages`` A / B buffers
-(kernels_cu/general_tiles.cuh, common/pipeline.cuh: RingSmem). Both have a grouped mode (MoE:
-dispatch/grouped.py chooses) and split K (kernels_cu/split_k.cuh).
+warpgroup, two consumer warpgroups of 64 rows each (or one: 64-row tiles), and a ring of
+``stages`` A / B buffers (kernels_cu/general_tiles.cuh, common/pipeline.cuh: RingSmem). Both have
+a grouped mode (MoE: dispatch/grouped.py chooses; 128-row tiles) and split K
+(kernels_cu/split_k.cuh).
 """
 from __future__ import annotations
 
@@ -534,11 +535,14 @@ class General(Candidate):
 
 @dataclass(frozen=True)
 class SwapAB(General):
-    """sm90_fp8_gemm_swap_ab (decode): C^T = B A^T, 128 weight rows x ``block_n`` tokens a tile,
-    per-column scales, transposed direct stores; otherwise General's knobs. ``raw_split`` (forced
-    only; the batch-invariant mode's, once its GPU tests have run): ``splits`` explicit K splits
-    that keep each K block's raw accumulator, promoted in order by the tile's last split, so a
-    row's bits are the unsplit tile's (the kernel's kRawSplit)."""
+    """sm90_fp8_gemm_swap_ab (decode): C^T = B A^T, ``block_m`` weight rows x ``block_n`` tokens a
+    tile, per-column scales, transposed direct stores; otherwise General's knobs. ``block_m`` 64:
+    one consumer warpgroup (the kernel's kConsumers = 1), twice the tiles over N for the same K
+    range, the plain GEMM only (not grouped, no raw split); neither the fallback nor the tuner
+    offers it yet (the batch-invariant mode's, under dispatch/invariant.py: SWAP64). ``raw_split``
+    (forced only; the batch-invariant mode's, once its GPU tests have run): ``splits`` explicit K
+    splits that keep each K block's raw accumulator, promoted in order by the tile's last split,
+    so a row's bits are the unsplit tile's (the kernel's kRawSplit)."""
 
     variant = "sm90_fp8_gemm_swap_ab"
     block_n: int = 16             # defaults only differ from General's (the fields keep their order)
@@ -548,21 +552,26 @@ class SwapAB(General):
     block_ns = SWAP_BLOCK_NS
 
     def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        return ring_smem_bytes(self.block_n, self.stages, 0)
+        return ring_smem_bytes(self.block_n, self.stages, 0, self.block_m)
 
     def is_valid(self, desc: GemmDesc) -> bool:
-        """The raw split needs explicit splits (the kernel numbers a tile's raw slots by tile)."""
-        return (self.block_n in SWAP_BLOCK_NS and self.block_m == BLOCK_M and self.raw_split in (0, 1)
-                and (not self.raw_split or 2 <= self.splits <= MAX_SPLITS) and super().is_valid(desc))
+        """The raw split needs explicit splits (the kernel numbers a tile's raw slots by tile) and
+        128-row tiles (the ones its GPU test forces)."""
+        return (self.block_n in SWAP_BLOCK_NS and self.block_m in BLOCK_MS and self.raw_split in (0, 1)
+                and (not self.raw_split or (2 <= self.splits <= MAX_SPLITS and self.block_m == BLOCK_M))
+                and super().is_valid(desc))
 
     def label(self) -> str:
         raw = " raw" if self.raw_split else ""
-        return f"swap 128x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}{raw}"
+        return f"swap {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}{raw}"
 
     def template_args(self, out_dtype: str, fine: bool, grouped: bool) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped[, kRawSplit]>"""
-        raw = (FLAG[True],) if self.raw_split else ()
-        return (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped]) + raw
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped[, kRawSplit[, kConsumers]]>
+        (the defaulted ones named only when they differ)."""
+        head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped])
+        if self.block_m != BLOCK_M:
+            return head + (FLAG[bool(self.raw_split)], self.block_m // 64)
+        return head + ((FLAG[True],) if self.raw_split else ())
 
     def raw_ws_floats(self, p) -> int:
         """The raw split's workspace: a 128 x block_n slot per (tile, K block, promotion group:
@@ -576,10 +585,11 @@ class SwapAB(General):
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", False), smem,
                                    producer_prelude())
-        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, BLOCK_M)
+        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
-        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, False, cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n),
-                                self.block_n, _splits(self.splits, p.k), None,
+        return _persistent_plan(p, kern, smem, ldc, tmap_a, tmap_b, False,
+                                cdiv(p.n, self.block_m) * cdiv(p.m, self.block_n), self.block_n,
+                                _splits(self.splits, p.k), None, self.block_m,
                                 ws_floats=self.raw_ws_floats(p) if self.raw_split else None)
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
@@ -587,6 +597,8 @@ class SwapAB(General):
         p = gp.gemm
         if self.raw_split:
             raise ValueError("SwapAB(raw_split=1) is the plain GEMM's split; the grouped GEMMs do not take it")
+        if self.block_m != BLOCK_M:
+            raise ValueError(f"the grouped mode runs 128-row tiles, not block_m={self.block_m}")
         fine = p.out_dtype == "float32" and precise_fp32
         kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.out_dtype, fine, True),
                                    MAX_SMEM_PER_BLOCK, producer_prelude())
@@ -620,7 +632,7 @@ class SwapAB(General):
 
     @staticmethod
     def most_stages(block_n: int, out_dtype: str, block_m: int = BLOCK_M) -> int:
-        return max_stages(block_n, 0)
+        return max_stages(block_n, 0, block_m)
 
 
 def _split_label(splits: int) -> str:

@@ -80,7 +80,7 @@ def check_grouped_config(c, out_dtype: str | None = None, num_groups: int | None
     otherwise."""
     if type(c) not in GROUPED_TILES:
         raise ValueError(f"config must be a General, SwapAB, Wg3 or Dense descriptor for a grouped GEMM; got {c!r}")
-    if type(c) is General and c.block_m != BLOCK_M:
+    if type(c) in (General, SwapAB) and c.block_m != BLOCK_M:
         raise ValueError(f"config: the grouped mode runs 128-row tiles, not block_m={c.block_m}")
     if getattr(c, "splits", 1) != 1 and type(c) is General:
         raise ValueError(f"config: the grouped General tiles take no K split (splits={c.splits})")

@@ -68,6 +68,15 @@ promoted partials are summed (the association changes with the split points). A 
 each K block's raw accumulator and promotes them all in order at the end does not change it
 (swap-AB's raw split, RAW_SPLIT below; forced only until its GPU test has run; bench/NOTES.md,
 session 42).
+
+64-row swap-AB tiles (SWAP64, FP8GEMM_BATCH_INVARIANT_SWAP64=1; off until its GPU test has run):
+at M <= SMALL_M_MAX the small-M rule may also take unsplit swap-AB tiles of 64 weight rows (one
+consumer warpgroup): twice the CTAs over N where the default splits K and the mode may not. A
+row's bits should be the mode's by the m64 argument above, as for the general kernel's 64-row
+tiles: each warpgroup runs the same wgmma chain and promotion on its own 64 rows whatever the
+tile height (the compiled kernels' float arithmetic is the 128-row tile's, opcode for opcode:
+tests/test_kernels_compile.py). Neither its bits (tests/test_batch_invariant.py:
+test_swap64_gives_the_same_bits) nor its time has been measured.
 """
 from __future__ import annotations
 
@@ -77,7 +86,8 @@ import os
 from dataclasses import replace
 
 from ..hw import MAX_SMEM_PER_BLOCK
-from .general import BLOCK_M, MAX_SPLITS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m
+from .general import (BLOCK_M, MAX_SPLITS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m,
+                      ring64_stages)
 from .selector import SHIPPED_GPU
 from .selector import explain as _explain
 from .variant import DEFAULT_NUM_SMS, GemmDesc, cdiv
@@ -186,11 +196,24 @@ RAW_SPLIT_ENV = "FP8GEMM_BATCH_INVARIANT_RAW_SPLIT"
 RAW_SPLIT = os.environ.get(RAW_SPLIT_ENV, "").strip() == "1"
 DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K block: not fp32's fine mode
 
+# 64-row swap-AB tiles (FP8GEMM_BATCH_INVARIANT_SWAP64=1, off until its GPU test has run: module
+# docstring): at M <= SMALL_M_MAX the small-M rule may also take them, unsplit, modelled as the
+# general kernel's 64-row tiles are (general.cost_us with block_m=64: one consumer's stream rate)
+# on their ring (general.ring64_stages).
+SWAP64_ENV = "FP8GEMM_BATCH_INVARIANT_SWAP64"
+SWAP64 = os.environ.get(SWAP64_ENV, "").strip() == "1"
+
+
+def swap64_tile(block_n: int, out_dtype: str) -> SwapAB:
+    """SWAP64's tile: ``block_n`` tokens, 64 weight rows, no split, on the ring the general
+    kernel's 64-row tiles take (about general.RING64_BYTES; the stages change no bits)."""
+    return SwapAB(block_n, ring64_stages(block_n, SwapAB.most_stages(block_n, out_dtype, 64)), 1, 1, 64)
+
 
 def default_pick_keeps_bits(cand, out_dtype: str) -> bool:
     """Whether the default dispatcher's ``cand`` is a tile the mode may run (DEFAULT_PICKS): a
     dense or wg3 tile at bf16 / fp16 out, an unsplit general tile of a measured width, an unsplit
-    swap-AB tile, a short-K tile."""
+    swap-AB tile (of 64 rows only under SWAP64), a short-K tile."""
     from .dense import Dense
     from .short_k import ShortK
     from .wg3 import Wg3
@@ -199,7 +222,7 @@ def default_pick_keeps_bits(cand, out_dtype: str) -> bool:
     if isinstance(cand, ShortK):
         return True
     if isinstance(cand, SwapAB):
-        return cand.splits == 1 and cand.block_n in SWAP_BLOCK_NS
+        return cand.splits == 1 and cand.block_n in SWAP_BLOCK_NS and (cand.block_m == BLOCK_M or SWAP64)
     return (type(cand) is General and cand.splits == 1 and cand.block_n in MEASURED_WIDTHS
             and cand.block_m in (64, BLOCK_M))
 
@@ -208,9 +231,9 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
                    gpu: str = SHIPPED_GPU, device_sms: int | None = None):
     """The mode's tile for this M: with DEFAULT_PICKS the default's own pick where
     default_pick_keeps_bits; else with SMALL_M_TILES (the default) at M <= SMALL_M_MAX the unsplit
-    general width or swap-AB token tile of least modelled time (general.cost_us); else
-    invariant_candidate. ``num_sms``: the small-M time model's (the tested default); ``gpu`` and
-    ``device_sms``: the device's, for the default's pick."""
+    general width or swap-AB token tile (with SWAP64 also of 64 rows) of least modelled time
+    (general.cost_us); else invariant_candidate. ``num_sms``: the small-M time model's (the tested
+    default); ``gpu`` and ``device_sms``: the device's, for the default's pick."""
     base = invariant_candidate(n, k, out_dtype)
     if DEFAULT_PICKS:
         from .selector import select
@@ -230,12 +253,18 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
         if bn >= 2 * m and bn > SWAP_BLOCK_NS[0]:
             continue                 # a wider token tile than M needs only adds zero rows
         options.append((cost_us(n, m, k, bn, 1, num_sms), SwapAB(bn, MAX_STAGES, 1, 1)))
+        if SWAP64:
+            options.append((cost_us(n, m, k, bn, 1, num_sms, 64), swap64_tile(bn, out_dtype)))
         for splits in range(2, min(MAX_SPLITS, -(-k // 128)) + 1) if RAW_SPLIT else ():
             options.append((cost_us(n, m, k, bn, splits, num_sms), SwapAB(bn, MAX_STAGES, 1, splits, raw_split=1)))
     valid = [(t, c) for t, c in options if c.is_valid(desc)]
     t, best = min(valid, key=lambda o: o[0])
-    how = ("K split with raw per-block accumulators promoted in order (RAW_SPLIT)" if getattr(best, "raw_split", 0)
-           else "unsplit, bits measured equal to it")
+    if getattr(best, "raw_split", 0):
+        how = "K split with raw per-block accumulators promoted in order (RAW_SPLIT)"
+    elif isinstance(best, SwapAB) and best.block_m != BLOCK_M:
+        how = "unsplit 64-row swap-AB tiles, the same m64 chain per warpgroup (SWAP64, bits not yet measured)"
+    else:
+        how = "unsplit, bits measured equal to it"
     return replace(best, reason=f"batch-invariant at M={m} (small-M tiles): {best.label()}, modelled {t:.1f} us "
                                 f"against {options[0][0]:.1f} for the mode's {base.label()}; {how} "
                                 f"(dispatch/invariant.py: SMALL_M_TILES)")

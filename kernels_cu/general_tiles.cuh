@@ -7,8 +7,7 @@
 //   warpgroup 0  producer: one thread issues the TMA loads of A and B into a kNumStages ring that
 //                runs on across work units, so the next unit's loads overlap this unit's epilogue;
 //   warpgroups 1.. consumers: each owns 64 rows of the 64 * kConsumers x BLOCK_N tile and runs
-//                wgmma on them (two, the swap-AB kernel and the general kernel's default; one,
-//                the general kernel's 64-row tiles).
+//                wgmma on them (two: the two kernels' default; one: their 64-row tiles).
 // The tile space is rows x columns of the product the wgmma computes: C (M x N), or C^T (N x M)
 // under swap-AB, where tmap_a maps B and tmap_b maps A.
 // Grouped (kGrouped, MoE): A and C hold every group's rows, B is [G * N, K]; the groups come as
@@ -40,7 +39,8 @@ constexpr uint32_t kConsumerRegs = 232;
 constexpr uint32_t kProducerThread = 32;
 
 /// The family's CTA with kConsumers consumer warpgroups of 64 rows each (2: 128-row tiles; 1:
-/// 64-row tiles for few tokens, which leave no warpgroup idle and fit twice the stages).
+/// 64-row tiles: the general kernel's for few tokens, which leave no warpgroup idle and fit twice
+/// the stages; swap-AB's for twice the weight tiles without a K split).
 template <uint32_t kConsumers>
 struct Cta {
     static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
@@ -62,7 +62,7 @@ struct Cta {
                   "setmaxnreg would ask for more registers than the CTA holds");
 };
 
-// The two-consumer CTA's names (the swap-AB kernel, the general kernel's default).
+// The two-consumer CTA's names (the two kernels' default).
 using Cta2 = Cta<2>;
 constexpr uint32_t BLOCK_M = Cta2::BLOCK_M;
 constexpr uint32_t kNumConsumerWarpgroups = Cta2::kConsumerWarpgroups;

@@ -7,6 +7,10 @@
 // rows, a persistent grid over (tile, K split) units) with tmap_a mapping B and tmap_b mapping A.
 // Bs becomes one scalar per tile (a 128-row tile is one Bs block) and As a scale per column; the
 // epilogue stores the tile transposed, masked, from registers.
+// kConsumers = 1: 64-row weight tiles, one consumer warpgroup (general::Cta<1>, as the general
+// kernel's 64-row tiles), twice the tiles over N without a K split; a tile is then half of a Bs
+// block. NOTES: each warpgroup runs the same m64 wgmma chain and promotion on its 64 rows as in a
+// 128-row tile, which is why the batch-invariant mode may take it (dispatch/invariant.py: SWAP64).
 // Split-K (num_splits > 1, the usual case here: few tiles, long K): split_k.cuh.
 // Grouped (kGrouped, MoE decode): each group's tokens on the BLOCK_N side; B is [G * N, K].
 // kRawSplit (the batch-invariant mode's split, forced only until its GPU tests run): a split keeps
@@ -32,8 +36,8 @@ namespace fp8gemm {
 // The argument list is the general kernel's (the host builds one argument block for both); the
 // C tensor map and the fused SwiGLU's arguments are unused here.
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kGrouped = false, bool kRawSplit = false>
-__global__ void __launch_bounds__(general::kNumThreads, 1)
+          bool kGrouped = false, bool kRawSplit = false, uint32_t kConsumers = 2>
+__global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // B [N, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // A [M, K], box {128, BLOCK_N}
                              const __grid_constant__ TmaDescriptor tmap_c,   // unused
@@ -49,13 +53,18 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                              float* __restrict__ act_scale, float swiglu_limit) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace general;
+    using CtaShape = Cta<kConsumers>;
+    constexpr uint32_t BLOCK_M = CtaShape::BLOCK_M;            // weight rows: 128, or 64 with one consumer
+    constexpr uint32_t kNumConsumerThreads = CtaShape::kConsumerThreads;
     constexpr OutType kOut = static_cast<OutType>(kOutType);
     using Mma = WgmmaFp8<BLOCK_N>;
     static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
     static_assert(kNumStages >= 2, "need at least double buffering");
     static_assert(!(kRawSplit && kGrouped), "the raw split is the plain GEMM's");
+    static_assert(kConsumers == 2 || !kGrouped, "64-row tiles: the plain GEMM only");
+    static_assert(kScaleBlock % BLOCK_M == 0, "a tile must lie inside one 128-row block of Bs");
 
-    using SmemLayout = Smem<BLOCK_N, kNumStages, 0>;
+    using SmemLayout = Smem<BLOCK_N, kNumStages, 0, 0, kConsumers>;
     constexpr uint32_t SMEM_B_PER_STAGE = BLOCK_N * BLOCK_K;
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
@@ -66,7 +75,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     const uint32_t warpgroup_idx = warp_idx / 4;
 
     using Tiles = GeneralTiles<BLOCK_N, kGroupM, true, kGrouped, false,
-                               general_max_box_shift<kNumStages, SMEM_B_PER_STAGE, 0>()>;
+                               general_max_box_shift<kNumStages, SMEM_B_PER_STAGE, 0>(), BLOCK_M>;
     const Tiles tiles{M, N, K, num_splits, groups, tile_prefix, num_groups, group_rows};
 
     typename Tiles::Scheduler producer_sched;
@@ -84,7 +93,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
         const auto sched = tiles.scheduler();
         const uint32_t math_wg = warpgroup_idx - 1;      // which 64 weight rows of the tile
         const uint32_t warp_in_wg = warp_idx % 4;
-        const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..255
+        const uint32_t consumer_tid = threadIdx.x - kWarpgroupThreads;   // 0..kNumConsumerThreads-1
         // Accumulator rows of this thread inside the tile: r and r + 8 (see ptx/wgmma_fp8.cuh).
         const uint32_t row_in_tile = math_wg * kWgmmaM + warp_in_wg * 16 + lane_idx / 4;
 
@@ -100,9 +109,9 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             // The tokens (columns) this tile may store: M, or (grouped) the end of its group.
             const uint32_t col_limit = t.col_end;
             const uint32_t row0 = t.row_base + row_in_tile;
-            // One Bs per tile (BLOCK_M = 128 weight rows = one Bs block), As per tile column;
-            // column reads clamp to a valid token (tokens past the limit are never stored).
-            const float* sb_row = b_scale + static_cast<int64_t>(w.m_block) * sb_stride_n +
+            // One Bs per tile (128 weight rows are one Bs block, 64 half of one), As per tile
+            // column; column reads clamp to a valid token (tokens past the limit are never stored).
+            const float* sb_row = b_scale + static_cast<int64_t>(w.m_block / (kScaleBlock / BLOCK_M)) * sb_stride_n +
                                   (kGrouped ? static_cast<int64_t>(t.group) * sb_stride_g : 0);
             const uint32_t col0 = t.col_base + 2 * (lane_idx % 4);   // this thread's first column
             // NOTES: an M-major As puts each K block's tile columns in their own line, so every
@@ -189,7 +198,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 // Every split's raw slots are in; the tile's last split promotes them all, block by
                 // block in order from +0, as the unsplit loop does.
                 if (!split_k_arrive<kNumConsumerThreads>(tile_counters, w.tile_idx, w.num_splits, consumer_tid,
-                                                         kConsumerBarrier))
+                                                         CtaShape::kConsumerBarrier))
                     continue;                                    // another split finishes the tile
                 const float4* raw = reinterpret_cast<const float4*>(workspace) +
                                     static_cast<int64_t>(raw_base) * (BLOCK_M * BLOCK_N / 4) + consumer_tid;
@@ -247,7 +256,7 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 const bool has_rows = row0 < N && col0 < col_limit;
                 if (!split_k_publish<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, tile_counters, w.tile_idx,
                                                                              w.ws_slot, w.split_idx, w.num_splits,
-                                                                             has_rows, consumer_tid, kConsumerBarrier))
+                                                                             has_rows, consumer_tid, CtaShape::kConsumerBarrier))
                     continue;                                    // another split finishes the tile
                 split_k_sum<BLOCK_M * BLOCK_N, kNumConsumerThreads>(total, workspace, w.ws_slot, w.num_splits, has_rows,
                                                                     consumer_tid);

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generators import random_case, to_cupy_f64, trace_shapes
+from generators import FP8_NAN, Case, outside, poisoned, random_case, to_cupy_f64, trace_shapes
 
 import fp8gemm
 from fp8gemm import api
@@ -168,6 +168,39 @@ def test_raw_split_rule(monkeypatch):
         raw.plan_grouped(SimpleNamespace(gemm=p), 512, True)
 
 
+def test_swap64_rule(monkeypatch):
+    """FP8GEMM_BATCH_INVARIANT_SWAP64=1: at M <= SMALL_M_MAX the small-M rule may also take unsplit
+    64-row swap-AB tiles, costed as the general kernel's 64-row tiles (general.cost_us, block_m 64)
+    on their ring (ring64_stages), where that is the least modelled time; every other pick and
+    every M above SMALL_M_MAX as with the switch off (the default), which never takes them."""
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "SWAP64", False)
+    ms = (1, 7, 16, 32, 64, 65, 200, 256, 257, 4096)
+    off = {(m, n, k, dt): mode_candidate(m, n, k, dt) for n, k in NK for m in ms for dt in DTYPES}
+    assert all(c.block_m == gen.BLOCK_M for c in off.values())
+    monkeypatch.setattr(invariant, "SWAP64", True)
+    sms, took = invariant.DEFAULT_NUM_SMS, set()
+    for (m, n, k, dt), before in off.items():
+        c = mode_candidate(m, n, k, dt)
+        if not (isinstance(c, SwapAB) and c.block_m == 64):
+            assert c == before and c.reason == before.reason, (m, n, k, dt, c, before)
+            continue
+        assert m <= invariant.SMALL_M_MAX and c.splits == 1 and not c.raw_split, (m, n, k, dt, c)
+        assert is_valid(GemmDesc(m, n, k, dt), c) and c.group_m == 1
+        assert c == invariant.swap64_tile(c.block_n, dt)
+        assert c.stages == gen.ring64_stages(c.block_n, SwapAB.most_stages(c.block_n, dt, 64))
+        assert "SWAP64" in c.reason and "swap 64x" in c.reason
+        t_before = (gen.cost_us(n, m, k, before.block_n, 1, sms) if isinstance(before, SwapAB)
+                    else gen.cost_us(m, n, k, before.block_n, 1, sms))
+        assert gen.cost_us(n, m, k, c.block_n, 1, sms, 64) <= t_before, (m, n, k, dt, c, before)
+        took.add((n, k))
+    assert (512, 4096) in took and (1536, 4096) in took, took     # the decode shapes the default splits
+    keeps = invariant.default_pick_keeps_bits
+    assert keeps(SwapAB(16, 9, 1, 1, 64), "bfloat16") and keeps(SwapAB(16, 6), "bfloat16")
+    monkeypatch.setattr(invariant, "SWAP64", False)
+    assert not keeps(SwapAB(16, 9, 1, 1, 64), "bfloat16") and keeps(SwapAB(16, 6), "bfloat16")
+
+
 def test_default_picks_rule(monkeypatch):
     """The default's picks (DEFAULT_PICKS, on by default): at every M the default's own pick on
     the H100's table where it is a dense tile (bf16 / fp16 out), an unsplit general tile of a
@@ -229,11 +262,12 @@ def test_default_pick_keeps_bits():
     ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", None, True), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "1", True),
     ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False),
     ("RAW_SPLIT_ENV", "RAW_SPLIT", None, False), ("RAW_SPLIT_ENV", "RAW_SPLIT", "1", True),
-    ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False)])
+    ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False),
+    ("SWAP64_ENV", "SWAP64", None, False), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
     FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT: the raw split only where it is 1."""
+    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT and FP8GEMM_BATCH_INVARIANT_SWAP64: on only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
@@ -355,6 +389,9 @@ def test_default_dispatch_unchanged():
 
 def _bits(x):
     import cupy
+    if type(x).__module__.startswith("torch"):          # a torch view (bf16 has no CuPy dtype)
+        import torch
+        x = cupy.from_dlpack(x.view({2: torch.int16, 4: torch.int32}[x.element_size()]))
     return cupy.asarray(x).view(f"u{x.dtype.itemsize}")
 
 
@@ -559,21 +596,75 @@ def test_default_picks_keep_the_bits(monkeypatch, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("swap64", [False, True], ids=["", "swap64"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_small_m_tiles_keep_the_bits(monkeypatch, dtype):
+def test_small_m_tiles_keep_the_bits(monkeypatch, dtype, swap64):
     """With the small-M tiles on (the default, set here whatever FP8GEMM_BATCH_INVARIANT_SMALL_M
     says): M1 <= 256 rows (swap-AB or a narrow general tile) against the same rows in M2 > 256
-    (the mode's tile), bitwise."""
+    (the mode's tile), bitwise. ``swap64``: with SWAP64 on as well (its 64-row swap-AB tiles,
+    which some of the calls must take); the plan cache is emptied before and after, so that no
+    call reuses a plan made under the other setting."""
     monkeypatch.setattr(invariant, "SMALL_M_TILES", True)
+    monkeypatch.setattr(invariant, "SWAP64", swap64)
+    gpu, sms = fp8gemm.launcher.gpu_key(0), fp8gemm.launcher.sm_count(0)
     rng = np.random.default_rng({"bfloat16": 11, "float16": 12, "float32": 13}[dtype])
-    for i in range(10):
-        n = int(rng.choice([16, 512, 1536, 4096, 7168, 24576]))
-        k = int(rng.choice([256, 1024, 1536, 4096, 7168]))
-        m2 = int(rng.integers(300, 3000))
-        case = random_case(m2, n, k, seed=2000 + i)
-        large = _call(case, slice(None), dtype)
-        for m1 in (1, 7, 33, 100, 256):
-            _same_rows(_call(case, slice(0, m1), dtype), large, slice(0, m1), f"M1={m1} M2={m2} N={n} K={k} {dtype}")
+    took = 0
+    fp8gemm.plans.PLANS.clear()
+    try:
+        for i in range(10):
+            n = int(rng.choice([16, 512, 1536, 4096, 7168, 24576]))
+            k = int(rng.choice([256, 1024, 1536, 4096, 7168]))
+            m2 = int(rng.integers(300, 3000))
+            case = random_case(m2, n, k, seed=2000 + i)
+            large = _call(case, slice(None), dtype)
+            for m1 in (1, 7, 33, 100, 256):
+                c = invariant.mode_candidate(m1, n, k, dtype, gpu=gpu, device_sms=sms)
+                took += isinstance(c, SwapAB) and c.block_m == 64
+                _same_rows(_call(case, slice(0, m1), dtype), large, slice(0, m1),
+                           f"M1={m1} M2={m2} N={n} K={k} {dtype}: {c.label()}")
+    finally:
+        fp8gemm.plans.PLANS.clear()
+    assert (took > 0) == swap64, f"{took} calls took a 64-row swap-AB tile"
+
+
+# swap-AB's 64-row tiles (SWAP64), forced at decode sizes: token counts below, at and past one
+# token tile, N with and without a tail, K with a tail (1040: 8 blocks and 16).
+SWAP64_MS = (1, 7, 32, 64, 65)
+SWAP64_NK = ((1000, 1024), (4096, 4096), (1000, 1040), (4096, 1040))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", SWAP64_NK, ids=str)
+def test_swap64_gives_the_same_bits(n, k, dtype):
+    """SwapAB(block_m=64), every token tile on the ring the mode would give it: inside NaN-filled
+    buffers (every input and the output) within the reference bound with no write outside the
+    output, and every row bitwise the mode's (the same rows inside an M = 300 call in the mode)
+    and the unsplit 128-row swap-AB tile's. The evidence FP8GEMM_BATCH_INVARIANT_SWAP64 waits for."""
+    import cupy
+    import torch
+    from test_matmul_general import check
+    case = random_case(300, n, k, seed=n + k + 64)
+    mode_rows = _call(case, slice(None), dtype)
+    a = poisoned(case.a, FP8_NAN, pad_cols=32)[0]
+    b = poisoned(case.b, FP8_NAN, pad_cols=32)[0]
+    sa = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)[0]
+    sb = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)[0]
+    for m in SWAP64_MS:
+        rows = Case(case.a[:m], case.b, case.a_scale[:m], case.b_scale)
+        for bn in gen.SWAP_BLOCK_NS:
+            cfg = invariant.swap64_tile(bn, dtype)
+            what = f"{cfg.label()} M={m} N={n} K={k} {dtype}"
+            buf = torch.full((m + 2, n + 24), float("nan"), dtype=getattr(torch, dtype), device="cuda")
+            view = buf[1:1 + m, 8:8 + n]
+            fp8gemm.matmul(a[:m], b, sa[:m], sb, out=view, config=cfg)
+            check(view, rows, dtype)
+            assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), \
+                f"{what}: a write landed outside the output view"
+            _same_rows(view, mode_rows, slice(0, m), f"{what} against the mode's rows at M=300")
+            swap128 = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype,
+                                     config=SwapAB(bn, gen.MAX_STAGES, 1, 1))
+            _same_rows(view, swap128, slice(None), f"{what} against swap 128x{bn} unsplit")
 
 
 @pytest.mark.gpu

@@ -36,11 +36,11 @@ def test_every_variant_is_one_kernel_file():
 
 def test_64_row_tiles():
     """General's block_m: 128 (two consumer warpgroups) or 64 (one); 64-row tiles name every
-    template argument (kConsumers = 1) and fit up to 16 stages; swap-AB and the grouped mode keep
-    128 rows."""
+    template argument (kConsumers = 1) and fit up to 16 stages; the grouped mode keeps 128 rows
+    (swap-AB's 64-row tiles: test_swap_ab_64_row_tiles)."""
     d = GemmDesc(64, 4096, 4096)
     assert is_valid(d, General(32, 16, 8, 1, 64)) and not is_valid(d, General(32, 16, 8, 1, 128))
-    assert not is_valid(d, General(32, 4, 8, 1, 96)) and not is_valid(d, SwapAB(32, 4, 1, 1, 64))
+    assert not is_valid(d, General(32, 4, 8, 1, 96)) and not is_valid(d, SwapAB(32, 4, 1, 1, 96))
     assert General(32, 16, 8, 1, 64).template_args("bfloat16", False, False, False) == (
         32, 16, 0, 8, "false", "false", "false", "false", 1)
     assert General(32, 6, 8).template_args("bfloat16", False, True, False) == (32, 6, 0, 8, "false", "true", "false")
@@ -50,6 +50,67 @@ def test_64_row_tiles():
     tuned = [c for c in __import__("fp8gemm.bench.tune", fromlist=["candidates"]).candidates(d, limit=64)
              if isinstance(c, General) and not isinstance(c, SwapAB)]
     assert {c.block_m for c in tuned} == {64, 128}
+
+
+def test_swap_ab_64_row_tiles(monkeypatch):
+    """SwapAB's block_m 64 (one consumer warpgroup, the kernel's kConsumers = 1): valid for every
+    shape the 128-row tile takes (M, N and K tails, splits, the tail split) with up to 16 stages,
+    never with the raw split or grouped; it names every template argument, the 128-row tile's stay
+    as they were; its plan maps B in 64-row boxes over twice the weight tiles and launches 256
+    threads; the fallback and the tuner never offer it."""
+    from types import SimpleNamespace
+
+    from fp8gemm import tma
+    from fp8gemm.dispatch import general as g
+    from fp8gemm.dispatch.grouped import check_grouped_config
+    for m, n, k in ((1, 1, 16), (7, 1000, 1040), (65, 4096, 4096), (64, 100, 144), (300, 33, 272)):
+        d = GemmDesc(m, n, k)
+        for splits in (1, 3, g.TAIL_SPLIT):
+            for bn in g.SWAP_BLOCK_NS:
+                assert is_valid(d, SwapAB(bn, 4, 1, splits, 64)) == is_valid(d, SwapAB(bn, 4, 1, splits)), (m, n, k)
+                assert is_valid(d, SwapAB(bn, 4, 1, splits, 64)), (m, n, k, bn, splits)
+    d = GemmDesc(16, 4096, 4096)
+    assert SwapAB.most_stages(8, "bfloat16", 64) == g.MAX_STAGES_64
+    assert SwapAB.most_stages(8, "bfloat16") == g.MAX_STAGES
+    for bn in g.SWAP_BLOCK_NS:
+        most = SwapAB.most_stages(bn, "float32", 64)
+        assert is_valid(d, SwapAB(bn, most, 1, 1, 64))
+        assert most == g.MAX_STAGES_64 or not is_valid(d, SwapAB(bn, most + 1, 1, 1, 64))
+        assert SwapAB(bn, most, 1, 1, 64).smem_bytes() == g.ring_smem_bytes(bn, most, 0, 64) <= MAX_SMEM_PER_BLOCK
+    assert not is_valid(d, SwapAB(16, 4, 1, 4, 64, raw_split=1)) and is_valid(d, SwapAB(16, 4, 1, 4, raw_split=1))
+    assert not is_valid(d, SwapAB(128, 4, 1, 1, 64))                  # token tiles up to 64
+    assert SwapAB(16, 9, 1, 1, 64).label() == "swap 64x16 s9 g1 k1" and SwapAB(16, 6).label() == "swap 128x16 s6 g1 k1"
+    assert SwapAB(16, 9, 1, 1, 64).key() != SwapAB(16, 9, 1, 1).key()
+    targs = {c: c.template_args(dt, dt == "float32", False) for c, dt in (
+        (SwapAB(16, 9, 1, 1, 64), "bfloat16"), (SwapAB(8, 6), "float32"), (SwapAB(8, 6, 1, 2, raw_split=1), "bfloat16"))}
+    assert list(targs.values()) == [(16, 9, 0, 1, "false", "false", "false", 1),       # kConsumers = 1 named
+                                    (8, 6, 2, 1, "true", "false"), (8, 6, 0, 1, "false", "false", "true")]
+    with pytest.raises(ValueError, match="128-row tiles"):
+        SwapAB(16, 4, 1, 1, 64).plan_grouped(SimpleNamespace(gemm=None), 0, True)
+    with pytest.raises(ValueError, match="128-row tiles"):
+        check_grouped_config(SwapAB(16, 4, 1, 1, 64))
+    for m in (1, 16, 64, 100):
+        desc = GemmDesc(m, 4096, 4096)
+        assert all(c.block_m == 128 for c in General.tuner_candidates(desc) if isinstance(c, SwapAB))
+        assert SwapAB.fallback(desc).block_m == 128
+    # the plan, with the compiler and the tensor maps faked (no GPU)
+    compiled, boxes = [], []
+    monkeypatch.setattr(g.compiler, "get_kernel", lambda dev, variant, targs, smem, prelude="": compiled.append(
+        (variant, targs, smem)) or SimpleNamespace(kernel=SimpleNamespace(ptr=1)))
+    monkeypatch.setattr(g.tma, "encode_2d_fp8", lambda ptr, rows, cols, stride, box: boxes.append((rows, box))
+                        or tma.ZERO_DESCRIPTOR)
+    monkeypatch.setattr(g, "sm_count", lambda device: 132)
+    p = SimpleNamespace(device=0, m=7, n=1000, k=1040, out_dtype="bfloat16", a_ptr=0, b_ptr=0, lda=1040, ldb=1040,
+                        sa_ptr=0, sa_stride_m=9, sa_stride_k=1, sb_ptr=0, sb_stride_n=9, sb_stride_k=1)
+    for c, tiles, threads in ((SwapAB(8, 10, 1, 1, 64), 16, 256), (SwapAB(8, 6, 1, 1), 8, 384)):
+        compiled.clear()
+        boxes.clear()
+        plan = c.plan(p, 1000, True)
+        assert compiled == [(c.variant, c.template_args("bfloat16", False, False), c.smem_bytes())]
+        assert boxes == [(1000, c.block_m), (7, 8)]                    # B in block_m-row boxes, A in token tiles
+        assert plan.num_tiles == tiles and plan.grid == tiles and plan.launch_prefix[4] == threads
+    plan = SwapAB(16, 10, 1, 3, 64).plan(p, 1000, True)
+    assert plan.num_tiles == 16 and plan.grid == 48 and plan.ws_floats == 48 * 64 * 16   # a 64 x 16 partial per unit
 
 
 def test_knobs_are_typed_per_variant():

@@ -13,6 +13,7 @@ from fp8gemm import compiler
 from fp8gemm.dispatch import Dense, GemmDesc, Gemv, General, ShortK, SwapAB, Wg3, grouped, select
 from fp8gemm.dispatch import general as general_rules
 from fp8gemm.dispatch import dense
+from fp8gemm.dispatch.invariant import swap64_tile
 from fp8gemm.dtypes import KERNEL_TYPE_IDS as OUT_TYPE_IDS
 from fp8gemm.dtypes import OUT_BYTES
 
@@ -158,6 +159,12 @@ def _instantiations():
                 SwapAB(b, MAX_STAGES, 1, 2, raw_split=1) for b in SWAP_BLOCK_NS]:
             if c.is_valid(GemmDesc(64, 4096, 4096, dt)):
                 seen.add(_instance(c, dt))
+    # swap-AB's 64-row tiles: every token tile on the ring the batch-invariant mode gives it
+    # (FP8GEMM_BATCH_INVARIANT_SWAP64=1) and as tests/test_matmul_general.py forces them
+    from test_matmul_general import SWAP64
+    for dt in OUT_TYPE_IDS:
+        for c in [swap64_tile(b, dt) for b in SWAP_BLOCK_NS] + SWAP64:
+            seen.add(_instance(c, dt))
     for op in range(4):                    # fp8gemm/moe_layer.py: route, scatter, SwiGLU, combine
         seen.add(("moe_glue", (op,)))
     for in_type in range(3):               # fp8gemm/quantize.py: element path, vector paths
@@ -449,6 +456,35 @@ def test_dense_sfb_ahead_prelude(tmp_path, monkeypatch, cfg, n, grouped):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
+def test_swap_ab_64_rows_compile_without_spills(tmp_path, dt):
+    """swap-AB's 64-row tiles (one consumer warpgroup, kConsumers = 1), the narrowest and the
+    widest token tile on the mode's ring: no spills and no stack (the 256-thread CTA's consumers
+    keep kConsumerRegs). Where cuobjdump is at hand: FP8 wgmma and TMA loads, and the float
+    arithmetic (wgmma, scale products, promotion, split sums, output conversion) the 128-row
+    tile's, opcode for opcode in the same order: the SASS side of the batch-invariant mode's m64
+    argument (dispatch/invariant.py: SWAP64), which a change to one tile height alone would break."""
+    def arithmetic(variant, targs):
+        log = _compile(tmp_path, variant, targs, default_prelude(variant, targs))
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        assert spills and all(sp == ("0", "0") for sp in spills), (targs, log[-2000:])
+        assert "0 bytes stack frame" in log, (targs, log[-2000:])
+        if not shutil.which("cuobjdump"):
+            return None
+        sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                              text=True).stdout
+        assert "QGMMA" in sass and "UTMALDG" in sass, targs
+        return re.findall(r"\b(QGMMA\S*|FFMA|FMUL|FADD|F2FP\S*)\b", sass)
+
+    for block_n in (8, 64):
+        variant, targs = _instance(swap64_tile(block_n, dt), dt)
+        assert targs[-1] == 1, targs                                   # kConsumers named
+        ops64 = arithmetic(variant, targs)
+        ops128 = arithmetic(*_instance(SwapAB(block_n, 6, 1, 1), dt))
+        assert ops64 == ops128, (targs, len(ops64), len(ops128))
+
+
+@needs_nvcc
 def test_general_elect_producer_prelude(tmp_path, monkeypatch):
     """FP8GEMM_GENERAL_ELECT_PRODUCER: the general-family prelude under the switch only; with it a
     general, a 64-row and a swap-AB instantiation compile without spills."""
@@ -502,6 +538,9 @@ def _smem_cases():
                              f"{hold}, 2>::kBytes")
                     cases.append((slots, c.smem_bytes(dt, mask)))
         for stages in range(2, general.MAX_STAGES_64 + 1):
+            for bn in general.SWAP_BLOCK_NS:                                       # swap-AB's 64-row tiles
+                expr = f"fp8gemm::general::Smem<{bn}, {stages}, 0, 0, 1>::kBytes"
+                cases.append((expr, SwapAB(bn, stages, 1, 1, 64).smem_bytes(dt)))
             for bn in general.BLOCK_NS:
                 st = general_staging.format(tid=tid, bn=bn)
                 for mask in ((0, 1, 2, 3) if dt != "float32" else (0,)):

@@ -356,6 +356,50 @@ def test_swap_ab_poisoned_output_and_scale_layouts():
     assert bool(cupy.isnan(border).all()), "a write landed outside the output view"
 
 
+# swap-AB's 64-row tiles (one consumer warpgroup, SwapAB.block_m): every token tile, rings from 2
+# to the most, K splits (uneven, more than the K blocks, the tail split), M / N / K tails, every
+# output dtype.
+SWAP64 = [SwapAB(8, 16, 1, 1, 64), SwapAB(16, 4, 8, 3, 64), SwapAB(32, 8, 1, 1, 64), SwapAB(64, 14, 1, 2, 64),
+          SwapAB(8, 2, 1, 12, 64), SwapAB(16, 10, 1, 0, 64)]
+
+
+@pytest.mark.parametrize("cfg", SWAP64, ids=lambda c: c.label())
+@pytest.mark.parametrize("m,n,k", [(1, 1, 16), (3, 200, 144), (9, 576, 1040), (33, 1000, 2048), (64, 4096, 256),
+                                   (65, 136, 512), (40, 9000, 2048 + 32)], ids=lambda v: str(v))
+def test_forced_swap_ab_64_rows(m, n, k, cfg):
+    """Swap-AB's 64-row tiles on M, N and K tails, token tiles narrower and wider than M; odd
+    tiles read the second half of a Bs block. (40, 9000, 2080) on 132 SMs: 141 weight tiles x 3
+    token tiles of 16, 27 left over three waves, which the tail split halves (17 K blocks)."""
+    case = random_case(m, n, k, seed=cfg.block_n + m + 64)
+    for out_dtype in ("bfloat16", "float16", "float32"):
+        check(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg),
+              case, out_dtype)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_swap_ab_64_rows_poisoned_and_m_major_as(out_dtype):
+    """64-row swap-AB tiles inside NaN-filled buffers (N = 300: five weight tiles, the last 44
+    rows deep), As K-major and M-major, unsplit and split; split-K bitwise equal over repeated
+    runs."""
+    import cupy
+    import torch
+    m, n, k = 20, 300, 1040
+    case = random_case(m, n, k, seed=64)
+    for cfg in (SwapAB(16, 10, 1, 1, 64), SwapAB(32, 8, 1, 3, 64)):
+        check_poisoned(case, 24, out_dtype, cfg)
+        buf = torch.full((m + 2, n + 24), float("nan"), dtype=getattr(torch, out_dtype), device="cuda")
+        view = buf[1:1 + m, 8:8 + n]
+        fp8gemm.matmul(case.a, case.b, cupy.asfortranarray(case.a_scale), case.b_scale, out=view, config=cfg)
+        check(view, case, out_dtype)
+        assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), \
+            "a write landed outside the output view"
+    cfg = SwapAB(8, 10, 1, 4, 64)
+    first = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+    for _ in range(3):
+        again = fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, out_dtype=out_dtype, config=cfg)
+        assert bool((first.view(cupy.uint8) == again.view(cupy.uint8)).all())
+
+
 def test_plan_cache_sees_new_data_in_the_same_buffers():
     """A repeated call takes the cached plan; it must read the buffers' current contents."""
     import cupy
