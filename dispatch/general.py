@@ -30,6 +30,7 @@ TILE64_MAX_M = 512                          # the tuner and the fallback try 64-
 TILE64_MIN_M = 33                           # the fallback's 64-row tiles start here (swap-AB below)
 RING64_BYTES = 96 * 1024                    # the fallback's ring for 64-row tiles (fewer stages than fit)
 MAX_SPLITS = 16
+MAX_CLUSTER = 8                             # the portable cluster size (swap-AB's raw_cluster: S CTAs)
 MAX_STAGES = 6                              # 128-row tiles (one instantiation serves all K)
 MAX_STAGES_64 = 16                          # 64-row tiles: stages half the size, the ring deeper
 BARRIER_BYTES = 16                          # per stage: a full and an empty mbarrier
@@ -78,6 +79,12 @@ def general_staging_bytes(block_n: int, out_dtype: str, block_m: int = BLOCK_M) 
     unswizzled box of each consumer warpgroup (NarrowStaging, epilogue.cuh)."""
     row_bytes = block_n * OUT_BYTES[out_dtype]
     return block_m * row_bytes if row_bytes in NARROW_ROW_BYTES else staging_bytes(block_n, out_dtype, block_m)
+
+
+def raw_groups(out_dtype: str) -> int:
+    """Promotion groups per K block of the raw split forms: 1, or the 4 wgmma of a block where fp32
+    out promotes after each."""
+    return BLOCK_K // 32 if out_dtype == "float32" else 1
 
 
 def ring_smem_bytes(block_n: int, stages: int, staging: int, block_m: int = BLOCK_M) -> int:
@@ -542,45 +549,81 @@ class SwapAB(General):
     offers it yet (the batch-invariant mode's, under dispatch/invariant.py: SWAP64). ``raw_split``
     (forced only; the batch-invariant mode's, once its GPU tests have run): ``splits`` explicit K
     splits that keep each K block's raw accumulator, promoted in order by the tile's last split,
-    so a row's bits are the unsplit tile's (the kernel's kRawSplit)."""
+    so a row's bits are the unsplit tile's (the kernel's kRawSplit). ``raw_cluster`` (forced only;
+    the batch-invariant mode's under FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1): the same bits with
+    the ``splits`` = S splits of a tile one cluster of S <= 8 CTAs that keep their raw
+    accumulators in shared memory and each promote 1/S of the tile (the kernel's kRawCluster);
+    one unit per CTA, the ring's stages as given (``cluster_tile`` picks the most that fit beside
+    the raw slots)."""
 
     variant = "sm90_fp8_gemm_swap_ab"
     block_n: int = 16             # defaults only differ from General's (the fields keep their order)
     group_m: int = 1
     raw_split: int = 0
+    raw_cluster: int = 0
 
     block_ns = SWAP_BLOCK_NS
 
-    def smem_bytes(self, out_dtype: str = "bfloat16") -> int:
-        return ring_smem_bytes(self.block_n, self.stages, 0, self.block_m)
+    def smem_bytes(self, out_dtype: str = "bfloat16", k: int | None = None) -> int:
+        """The ring; with ``k``, for raw_cluster, its raw slots after it (the launch's size)."""
+        raw = self.raw_slot_bytes(k, out_dtype) if self.raw_cluster and k is not None else 0
+        return ring_smem_bytes(self.block_n, self.stages, 0, self.block_m) + raw
+
+    def raw_slot_bytes(self, k: int, out_dtype: str) -> int:
+        """raw_cluster: a CTA's raw slots, a block_m x block_n fp32 slot per K block of its split
+        (ceil(nkb / S), the scheduler's split points) and promotion group (4 where fp32 out promotes
+        after every wgmma)."""
+        return cdiv(cdiv(k, BLOCK_K), self.splits) * raw_groups(out_dtype) * self.block_m * self.block_n * 4
 
     def is_valid(self, desc: GemmDesc) -> bool:
         """The raw split needs explicit splits (the kernel numbers a tile's raw slots by tile) and
-        128-row tiles (the ones its GPU test forces)."""
+        128-row tiles (the ones its GPU test forces). The cluster form: 2 <= S <= MAX_CLUSTER (a
+        portable cluster), S <= the K blocks, the plain GEMM's tiles of 64 or 128 rows, and the
+        ring beside the raw slots within shared memory."""
+        if self.raw_cluster:
+            return (self.raw_cluster == 1 and not self.raw_split and 2 <= self.splits <= MAX_CLUSTER
+                    and self.splits <= cdiv(desc.k, BLOCK_K) and self.block_n in SWAP_BLOCK_NS
+                    and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
+                    and self.smem_bytes(desc.out_dtype, desc.k) <= MAX_SMEM_PER_BLOCK and desc.shape_ok())
         return (self.block_n in SWAP_BLOCK_NS and self.block_m in BLOCK_MS and self.raw_split in (0, 1)
+                and self.raw_cluster == 0
                 and (not self.raw_split or (2 <= self.splits <= MAX_SPLITS and self.block_m == BLOCK_M))
                 and super().is_valid(desc))
 
     def label(self) -> str:
-        raw = " raw" if self.raw_split else ""
+        raw = " raw" if self.raw_split else " raw-cluster" if self.raw_cluster else ""
         return f"swap {self.block_m}x{self.block_n} s{self.stages} g{self.group_m} {_split_label(self.splits)}{raw}"
 
     def template_args(self, out_dtype: str, fine: bool, grouped: bool) -> tuple:
-        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped[, kRawSplit[, kConsumers]]>
-        (the defaulted ones named only when they differ)."""
+        """<BLOCK_N, kNumStages, kOutType, kGroupM, kFinePromotion, kGrouped[, kRawSplit[, kConsumers[,
+        kRawCluster]]]> (the defaulted ones named only when they differ)."""
         head = (self.block_n, self.stages, KERNEL_TYPE_IDS[out_dtype], self.group_m, FLAG[fine], FLAG[grouped])
+        if self.raw_cluster:
+            return head + (FLAG[False], self.block_m // 64, FLAG[True])
         if self.block_m != BLOCK_M:
             return head + (FLAG[bool(self.raw_split)], self.block_m // 64)
         return head + ((FLAG[True],) if self.raw_split else ())
 
+    @classmethod
+    def cluster_tile(cls, block_n: int, splits: int, k: int, out_dtype: str, block_m: int = BLOCK_M) -> SwapAB:
+        """raw_cluster's tile: as many stages as fit beside the raw slots (at most the plain tile's;
+        at least 2, which is_valid refuses where even they do not fit)."""
+        c = cls(block_n, 2, 1, splits, block_m, raw_cluster=1)
+        free = MAX_SMEM_PER_BLOCK - c.smem_bytes(out_dtype, k) + ring_smem_bytes(block_n, 2, 0, block_m)
+        stage = (block_m + block_n) * BLOCK_K + BARRIER_BYTES
+        most = cls.most_stages(block_n, out_dtype, block_m)
+        return replace(c, stages=max(2, min(most, (free - 1024 - 16) // stage)))
+
     def raw_ws_floats(self, p) -> int:
         """The raw split's workspace: a 128 x block_n slot per (tile, K block, promotion group:
         1, or the 4 wgmma of a K block where fp32 out promotes after each)."""
-        groups = BLOCK_K // 32 if p.out_dtype == "float32" else 1
-        return cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n) * cdiv(p.k, BLOCK_K) * groups * BLOCK_M * self.block_n
+        return (cdiv(p.n, BLOCK_M) * cdiv(p.m, self.block_n) * cdiv(p.k, BLOCK_K) * raw_groups(p.out_dtype)
+                * BLOCK_M * self.block_n)
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:
         """Tile space C^T (N x M): the wgmma A operand is B."""
+        if self.raw_cluster:
+            return self._plan_cluster(p, ldc)
         smem = self.smem_bytes(p.out_dtype)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", False), smem,
@@ -592,11 +635,36 @@ class SwapAB(General):
                                 _splits(self.splits, p.k), None, self.block_m,
                                 ws_floats=self.raw_ws_floats(p) if self.raw_split else None)
 
+    def _plan_cluster(self, p, ldc: int) -> Plan:
+        """raw_cluster: one unit per CTA (grid = tiles x S, units in order), launched in clusters of
+        S along x so that cluster rank r runs split r of its tile; no workspace (the Plan's splits
+        stay 1; the kernel's num_splits is S). One instantiation serves every K: compiled for the
+        most shared memory, launched with this K's."""
+        desc = GemmDesc(p.m, p.n, p.k, p.out_dtype)
+        if not self.is_valid(desc):
+            raise ValueError(f"{self.label()}: not valid at M={p.m} N={p.n} K={p.k} {p.out_dtype} (S <= "
+                             f"{MAX_CLUSTER} and <= the K blocks; ring + raw slots "
+                             f"{self.smem_bytes(p.out_dtype, p.k)} B within {MAX_SMEM_PER_BLOCK})")
+        smem = self.smem_bytes(p.out_dtype, p.k)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.out_dtype, p.out_dtype == "float32", False),
+                                   MAX_SMEM_PER_BLOCK, producer_prelude())
+        tmap_a = tma.encode_2d_fp8(p.b_ptr, p.n, p.k, p.ldb, self.block_m)
+        tmap_b = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_n)
+        tiles = cdiv(p.n, self.block_m) * cdiv(p.m, self.block_n)
+        units = tiles * self.splits
+        check_grid(units, f"M = {p.m}, N = {p.n}")
+        check_units(units, f"M = {p.m}, N = {p.n}")
+        return Plan(p, kern, units, threads(self.block_m), smem, ldc,
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("u32", p.k), ("u32", self.splits), ("u64", 0), ("u64", 0))
+                    + group_args(None) + NO_SWIGLU, cluster=self.splits)
+
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """Each group's weight rows on the 128-row side of a tile, its tokens on block_n columns."""
         p = gp.gemm
-        if self.raw_split:
-            raise ValueError("SwapAB(raw_split=1) is the plain GEMM's split; the grouped GEMMs do not take it")
+        if self.raw_split or self.raw_cluster:
+            raise ValueError("SwapAB(raw_split=1 / raw_cluster=1) is the plain GEMM's split; the grouped GEMMs "
+                             "do not take it")
         if self.block_m != BLOCK_M:
             raise ValueError(f"the grouped mode runs 128-row tiles, not block_m={self.block_m}")
         fine = p.out_dtype == "float32" and precise_fp32

@@ -77,6 +77,15 @@ tiles: each warpgroup runs the same wgmma chain and promotion on its own 64 rows
 tile height (the compiled kernels' float arithmetic is the 128-row tile's, opcode for opcode:
 tests/test_kernels_compile.py). Neither its bits (tests/test_batch_invariant.py:
 test_swap64_gives_the_same_bits) nor its time has been measured.
+
+The cluster raw split (RAW_CLUSTER, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1; off until its GPU test
+has run): the raw split's arithmetic (each K block's raw wgmma accumulator promoted in block order
+from +0 with the unsplit loop's FMUL and FFMA) with the S <= 8 splits of a tile one thread-block
+cluster that exchanges the raw slots through distributed shared memory, each CTA promoting and
+storing 1/S of the tile. A row's bits should be the unsplit swap-AB tile's of the same height (the
+per-block wgmma results do not depend on which CTA ran the block); neither that
+(tests/test_batch_invariant.py: test_raw_cluster_gives_the_same_bits) nor its time has been
+measured, and its cost model's exchange term is an estimate.
 """
 from __future__ import annotations
 
@@ -86,8 +95,8 @@ import os
 from dataclasses import replace
 
 from ..hw import MAX_SMEM_PER_BLOCK
-from .general import (BLOCK_M, MAX_SPLITS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us, plain_group_m,
-                      ring64_stages)
+from .general import (BLOCK_K, BLOCK_M, MAX_CLUSTER, MAX_SPLITS, MAX_STAGES, SWAP_BLOCK_NS, General, SwapAB, cost_us,
+                      plain_group_m, raw_groups, ring64_stages)
 from .selector import SHIPPED_GPU
 from .selector import explain as _explain
 from .variant import DEFAULT_NUM_SMS, GemmDesc, cdiv
@@ -203,11 +212,35 @@ DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K blo
 SWAP64_ENV = "FP8GEMM_BATCH_INVARIANT_SWAP64"
 SWAP64 = os.environ.get(SWAP64_ENV, "").strip() == "1"
 
+# The cluster raw split (FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1, off until its GPU test has run:
+# tests/test_batch_invariant.py, test_raw_cluster_gives_the_same_bits): at M <= SMALL_M_MAX the
+# small-M rule may also take swap-AB tiles whose S <= 8 K splits run as one cluster, keep their
+# raw accumulators in shared memory and each promote 1/S of the tile over every K block in order
+# (the kernel's kRawCluster): the raw split's bits (the unsplit tile's) without its workspace
+# round trips; 64-row tiles only with SWAP64 on as well (their bits rest on its m64 argument). Modelled as the ordinary split's K loop (general.cost_us) plus
+# RAW_CLUSTER_EXCHANGE_US and each CTA's share of the slots read through distributed shared
+# memory at RAW_CLUSTER_DSMEM_BYTES_PER_US: both ESTIMATES, not fitted to any run (issue 57's
+# study put the exchange at +0.3-1.0 us over the ordinary split).
+RAW_CLUSTER_ENV = "FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER"
+RAW_CLUSTER = os.environ.get(RAW_CLUSTER_ENV, "").strip() == "1"
+RAW_CLUSTER_EXCHANGE_US = 0.4         # estimate: two cluster barriers, the scale loads' first trip
+RAW_CLUSTER_DSMEM_BYTES_PER_US = 100e3   # estimate: one SM's reads of its peers' shared memory
+
 
 def swap64_tile(block_n: int, out_dtype: str) -> SwapAB:
     """SWAP64's tile: ``block_n`` tokens, 64 weight rows, no split, on the ring the general
     kernel's 64-row tiles take (about general.RING64_BYTES; the stages change no bits)."""
     return SwapAB(block_n, ring64_stages(block_n, SwapAB.most_stages(block_n, out_dtype, 64)), 1, 1, 64)
+
+
+def raw_cluster_cost_us(m: int, n: int, k: int, c: SwapAB, out_dtype: str, num_sms: int = DEFAULT_NUM_SMS) -> float:
+    """RAW_CLUSTER's estimate for tile ``c``: the ordinary split's time (general.cost_us, which
+    knows the K loop and the waves) plus the exchange: a fixed RAW_CLUSTER_EXCHANGE_US and each
+    CTA's 1/S of every K block's slots at RAW_CLUSTER_DSMEM_BYTES_PER_US. An estimate."""
+    slot_bytes = c.block_m * c.block_n * 4 * raw_groups(out_dtype)
+    per_cta = cdiv(k, BLOCK_K) * slot_bytes / c.splits
+    return (cost_us(n, m, k, c.block_n, c.splits, num_sms, c.block_m) + RAW_CLUSTER_EXCHANGE_US
+            + per_cta / RAW_CLUSTER_DSMEM_BYTES_PER_US)
 
 
 def default_pick_keeps_bits(cand, out_dtype: str) -> bool:
@@ -257,10 +290,17 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
             options.append((cost_us(n, m, k, bn, 1, num_sms, 64), swap64_tile(bn, out_dtype)))
         for splits in range(2, min(MAX_SPLITS, -(-k // 128)) + 1) if RAW_SPLIT else ():
             options.append((cost_us(n, m, k, bn, splits, num_sms), SwapAB(bn, MAX_STAGES, 1, splits, raw_split=1)))
+        for splits in range(2, min(MAX_CLUSTER, -(-k // 128)) + 1) if RAW_CLUSTER else ():
+            for block_m in (BLOCK_M, 64) if SWAP64 else (BLOCK_M,):     # 64 rows: SWAP64's m64 argument too
+                c = SwapAB.cluster_tile(bn, splits, k, out_dtype, block_m)
+                options.append((raw_cluster_cost_us(m, n, k, c, out_dtype, num_sms), c))
     valid = [(t, c) for t, c in options if c.is_valid(desc)]
     t, best = min(valid, key=lambda o: o[0])
     if getattr(best, "raw_split", 0):
         how = "K split with raw per-block accumulators promoted in order (RAW_SPLIT)"
+    elif getattr(best, "raw_cluster", 0):
+        how = (f"K split in a cluster of {best.splits} CTAs exchanging raw per-block accumulators through "
+               f"distributed shared memory, promoted in order (RAW_CLUSTER; time an estimate)")
     elif isinstance(best, SwapAB) and best.block_m != BLOCK_M:
         how = "unsplit 64-row swap-AB tiles, the same m64 chain per warpgroup (SWAP64, bits not yet measured)"
     else:

@@ -206,8 +206,9 @@ class Plan:
 
     def __init__(self, p: GemmProblem, kern, grid: int, threads: int, smem_bytes: int, ldc: int, args: tuple,
                  *, tma_store: bool = False, splits: int = 1, num_tiles: int = 0, ws_floats: int = 0,
-                 store_box: int = 0, store_swizzle: int = STORE_CHUNK_BYTES):
+                 store_box: int = 0, store_swizzle: int = STORE_CHUNK_BYTES, cluster: int = 1):
         self.tma_store, self.splits, self.num_tiles, self.ws_floats = tma_store, splits, num_tiles, ws_floats
+        self.cluster = cluster        # > 1: launched in clusters of that many CTAs (cuLaunchKernelEx)
         self.store_box, self.store_swizzle = store_box, store_swizzle
         self.grid = grid
         self.smem_bytes = smem_bytes
@@ -241,7 +242,7 @@ class Plan:
                 params.set_u64(_ARG_WORKSPACE, ws)
                 params.set_u64(_ARG_COUNTERS, counters)
                 self._ws = (ws, counters)
-            launch(self.device, self.launch_prefix, stream_ptr, params.address)
+            launch(self.device, self.launch_prefix, stream_ptr, params.address, self.cluster)
 
 
 _get_device_fn = None
@@ -257,21 +258,27 @@ def _get_device() -> int:
     return _get_device_fn()
 
 
-def launch(device: int, prefix: tuple, stream_ptr: int, params: int) -> None:
-    """Launch a prebuilt kernel (driver.launch_args) on ``device``. The common case -- the caller's
-    device current, its context bound -- costs one cuLaunchKernel; a thread without a bound
-    context gets the device's primary context bound and the launch retried; another current
-    device is switched to and back."""
+def _launch_once(prefix: tuple, stream_ptr: int, params: int, cluster: int) -> int:
+    if cluster == 1:
+        return driver.launch_prebuilt(prefix, stream_ptr, params)
+    return driver.launch_cluster_prebuilt(prefix, cluster, stream_ptr, params)
+
+
+def launch(device: int, prefix: tuple, stream_ptr: int, params: int, cluster: int = 1) -> None:
+    """Launch a prebuilt kernel (driver.launch_args) on ``device`` (``cluster`` > 1: in clusters
+    of that many CTAs along x). The common case -- the caller's device current, its context bound
+    -- costs one cuLaunchKernel; a thread without a bound context gets the device's primary
+    context bound and the launch retried; another current device is switched to and back."""
     if _get_device() == device:
-        rc = driver.launch_prebuilt(prefix, stream_ptr, params)
+        rc = _launch_once(prefix, stream_ptr, params, cluster)
         if rc == driver.CUDA_ERROR_INVALID_CONTEXT:
             import cupy
 
             cupy.cuda.runtime.setDevice(device)          # binds the primary context
-            rc = driver.launch_prebuilt(prefix, stream_ptr, params)
+            rc = _launch_once(prefix, stream_ptr, params, cluster)
     else:
         with current_device(device):
-            rc = driver.launch_prebuilt(prefix, stream_ptr, params)
+            rc = _launch_once(prefix, stream_ptr, params, cluster)
     if rc != 0:
         driver.check_launch(rc, prefix[1], prefix[4], prefix[7])
 

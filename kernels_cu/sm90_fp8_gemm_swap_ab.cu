@@ -19,8 +19,23 @@
 // FMUL / FFMA as the unsplit loop: a row's bits are then the unsplit kernel's whatever the split
 // count (the bits are fixed by the per-block wgmma results and that chain, not by which CTA
 // computed a block). Explicit splits only (no tail split), not grouped.
+// kRawCluster (the batch-invariant mode's split under FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1): the
+// raw split's bits without its workspace. The S = num_splits splits of a tile run as one
+// thread-block cluster of S CTAs (the host launches clusters of S along x, one unit per CTA:
+// grid = tiles x S, so CTA rank r of a cluster is split r of its tile). Each CTA keeps its K
+// range's raw accumulators in its own shared memory after the ring (a slot per K block and
+// promotion group, [slot][j][consumer thread] float4: BLOCK_M x BLOCK_N x 4 bytes each; the host
+// sizes the launch's shared memory for ceil(nkb / S) blocks and refuses what does not fit); after
+// a cluster barrier each CTA promotes its 1/S of the tile's float4s over every K block in order
+// from +0, reading each block's slot from the CTA that computed it (ld.shared::cluster), with the
+// raw split's expression (the same FMUL for the column scale, one FFMA per block and group), and
+// stores them; a second cluster barrier keeps every CTA's shared memory until its peers are done.
+// NOTES: a cluster is co-scheduled, so no split waits on one that has not started, and the
+// exchange never leaves the GPC (the raw split's last CTA read every slot back through L2 alone:
+// nkb slots per tile in dependent round trips, issue 57's study).
 #include "common/types.cuh"
 #include "common/pipeline.cuh"
+#include "ptx/cluster.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/prefetch.cuh"
 #include "ptx/sync.cuh"
@@ -36,7 +51,7 @@ namespace fp8gemm {
 // The argument list is the general kernel's (the host builds one argument block for both); the
 // C tensor map and the fused SwiGLU's arguments are unused here.
 template <uint32_t BLOCK_N, uint32_t kNumStages, int kOutType, uint32_t kGroupM, bool kFinePromotion,
-          bool kGrouped = false, bool kRawSplit = false, uint32_t kConsumers = 2>
+          bool kGrouped = false, bool kRawSplit = false, uint32_t kConsumers = 2, bool kRawCluster = false>
 __global__ void __launch_bounds__(general::Cta<kConsumers>::kThreads, 1)
 sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // B [N, K], box {128, BLOCK_M}
                              const __grid_constant__ TmaDescriptor tmap_b,   // A [M, K], box {128, BLOCK_N}
@@ -61,6 +76,8 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     static_assert(BLOCK_N % 8 == 0 && BLOCK_N >= 8 && BLOCK_N <= 128, "wgmma N: 8..256 step 8; <=128 here");
     static_assert(kNumStages >= 2, "need at least double buffering");
     static_assert(!(kRawSplit && kGrouped), "the raw split is the plain GEMM's");
+    static_assert(!(kRawCluster && (kRawSplit || kGrouped)), "the cluster raw split: the plain GEMM's, alone");
+    constexpr bool kRaw = kRawSplit || kRawCluster;            // raw slots in the K loop, promoted after it
     static_assert(kConsumers == 2 || !kGrouped, "64-row tiles: the plain GEMM only");
     static_assert(kScaleBlock % BLOCK_M == 0, "a tile must lie inside one 128-row block of Bs");
 
@@ -69,6 +86,16 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     extern __shared__ uint8_t smem_raw[];
     const SmemLayout smem(smem_raw);
     uint32_t* tile_prefix = smem.tail;                         // kGrouped: [G + 1]
+    // kRawCluster: this CTA's raw slots [kb - kb_begin][group][j][consumer thread] (16-byte aligned)
+    float4* raw_slots = reinterpret_cast<float4*>(smem.tail);
+
+    // kRawCluster: the launch must be clusters of S = num_splits CTAs along x, one unit per CTA
+    // (dispatch/general.py: SwapAB.plan), so that cluster rank r runs split r of its tile; a plain
+    // launch would read peers that do not exist: refused outright. NOTES: here, before the roles
+    // split: the same trap after the K loop made ptxas spill 52-192 bytes in the consumers.
+    if constexpr (kRawCluster) {
+        if (cluster_nctarank() != num_splits || gridDim.x % num_splits != 0) asm volatile("trap;");
+    }
 
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
@@ -87,6 +114,15 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
     if (warpgroup_idx == 0) {
         general_producer<kNumStages, 1, false, kGrouped>(tiles, smem, &tmap_a, &tmap_b, early_start, producer_sched,
                                                          producer_first);
+        if constexpr (kRawCluster) {
+            // NOTES: every thread of the cluster takes part in both of the consumers' cluster
+            // barriers (the slots published, the peers done reading), the producer's too; it
+            // publishes nothing, so its arrivals are relaxed.
+            barrier_cluster_arrive_relaxed();
+            barrier_cluster_wait_acquire();
+            barrier_cluster_arrive_relaxed();
+            barrier_cluster_wait_acquire();
+        }
     } else {
         // ================================ consumers ===============================
         setmaxnreg_inc<kConsumerRegs>();
@@ -146,12 +182,12 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             const uint32_t raw_base = w.tile_idx * num_k_blocks * kGroupsPerBlock;
             // A thread whose values all lie past N or whose first column is past the tokens holds
             // nothing that is ever stored.
-            const bool raw_rows = kRawSplit && row0 < N && col0 < col_limit;
+            const bool raw_rows = kRaw && row0 < N && col0 < col_limit;
 
             for (uint32_t kb = w.kb_begin; kb < w.kb_end; ++kb, ++pipe) {
                 // Scale loads first: their latency hides under the wait and the wgmma.
                 float s_col[BLOCK_N / 4];
-                if constexpr (!kRawSplit) column_scales(kb, s_col);
+                if constexpr (!kRaw) column_scales(kb, s_col);
 
                 mbarrier_wait_parity(&smem.full_bar[pipe.stage], pipe.full_parity());
                 const uint8_t* a_tile = smem.a + pipe.stage * (BLOCK_M * BLOCK_K) + (math_wg * kWgmmaM + a_shift) * BLOCK_K;
@@ -182,7 +218,17 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         if (lane_idx == 0) mbarrier_arrive(&smem.empty_bar[pipe.stage]);
                     }
 
-                    if constexpr (kRawSplit) {
+                    if constexpr (kRawCluster) {
+                        // Into this CTA's own slot of the block (coalesced float4: no bank conflict).
+                        constexpr uint32_t kSlotF4 = BLOCK_M * BLOCK_N / 4;
+                        float4* slot = raw_slots + ((kb - w.kb_begin) * kGroupsPerBlock + k0 / kMmasPerGroup) * kSlotF4;
+                        if (raw_rows) {
+#pragma unroll
+                            for (int j = 0; j < Mma::kNumAccum / 4; ++j)
+                                slot[j * kNumConsumerThreads + consumer_tid] =
+                                    make_float4(accum[4 * j], accum[4 * j + 1], accum[4 * j + 2], accum[4 * j + 3]);
+                        }
+                    } else if constexpr (kRawSplit) {
                         split_k_store_partial<BLOCK_M * BLOCK_N, kNumConsumerThreads>(
                             accum, workspace, raw_base, kb * kGroupsPerBlock + k0 / kMmasPerGroup, raw_rows, consumer_tid);
                     } else {
@@ -194,6 +240,108 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                 }
             }
 
+            if constexpr (kRawCluster) {
+                // ---- cluster raw split: every split's slots published, each CTA promotes 1/S ----
+                barrier_cluster_arrive_release();
+                barrier_cluster_wait_acquire();
+                // A slot's kSlotF4 float4 are numbered f = j * kNumConsumerThreads + owner thread
+                // (the owner's accumulators 4j .. 4j + 3: rows r, r + 8 x columns c, c + 1). CTA
+                // split_idx promotes f in [split_idx * per, + per), its thread q those at
+                // q + c * kNumConsumerThreads; at S >= 2 (the host's) that is at most kPromoF4 each.
+                constexpr uint32_t kSlotF4 = BLOCK_M * BLOCK_N / 4;
+                constexpr uint32_t kPromoF4 = (Mma::kNumAccum / 4 + 1) / 2;
+                const uint32_t per = (kSlotF4 + w.num_splits - 1) / w.num_splits;
+                uint32_t f_bytes[kPromoF4];                  // the float4's offset inside a slot
+                uint32_t n_row[kPromoF4], m_col[kPromoF4];   // its first weight row and token
+                bool live[kPromoF4];                         // promoted and (partly) stored
+#pragma unroll
+                for (uint32_t c = 0; c < kPromoF4; ++c) {
+                    const uint32_t q = c * kNumConsumerThreads + consumer_tid;
+                    const uint32_t f = w.split_idx * per + q;
+                    const uint32_t owner = f % kNumConsumerThreads, lane = owner % 32;
+                    n_row[c] = t.row_base + owner / 32 * 16 + lane / 4;           // as row0 of the owner
+                    m_col[c] = t.col_base + 2 * (lane % 4) + 8 * (f / kNumConsumerThreads);
+                    // the owner stored it (raw_rows) and something of it is stored
+                    live[c] = q < per && f < kSlotF4 && n_row[c] < N && m_col[c] < col_limit;
+                    f_bytes[c] = min(f, kSlotF4 - 1) * 16;   // in bounds whatever it holds
+                }
+                float acc[kPromoF4][4];
+#pragma unroll
+                for (uint32_t c = 0; c < kPromoF4; ++c)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[c][e] = 0.0f;
+                // kRawDepth K blocks' slots and scales loaded before the first is summed (as the
+                // raw split's loop: one round trip per kRawDepth blocks); block kb lives in the
+                // CTA of split kb / kb_per_split, at its local slot. Indices past the last block
+                // are clamped (every load in bounds) and their sums discarded by a select.
+                constexpr uint32_t kRawLoads = kGroupsPerBlock * kPromoF4;
+                constexpr uint32_t kRawDepth = kRawLoads >= 16 ? 1 : 16 / kRawLoads;
+                constexpr uint32_t kSlotBytes = kSlotF4 * 16;
+                const uint32_t kb_per = sched.kb_per_split;
+                const uint32_t slots_addr = smem_addr(raw_slots);
+                bool any_live = false;                       // M = 1: 3 of 4 lanes hold nothing stored
+#pragma unroll
+                for (uint32_t c = 0; c < kPromoF4; ++c) any_live |= live[c];
+                for (uint32_t kb0 = 0; any_live && kb0 < num_k_blocks; kb0 += kRawDepth) {
+                    float4 v[kRawDepth][kGroupsPerBlock][kPromoF4];
+                    float sc[kRawDepth][kPromoF4][2];
+#pragma unroll
+                    for (uint32_t d = 0; d < kRawDepth; ++d) {
+                        const uint32_t kb = min(kb0 + d, num_k_blocks - 1);
+                        const uint32_t src = div_by_runtime(kb, kb_per);          // its split = cluster rank
+                        const uint32_t slot = mapa_shared(slots_addr + (kb - src * kb_per) * kGroupsPerBlock * kSlotBytes,
+                                                          src);
+                        // column_scales' product for this float4's two tokens
+                        const float sb = sb_row[kb * sb_stride_k];
+#pragma unroll
+                        for (uint32_t c = 0; c < kPromoF4; ++c) {
+#pragma unroll
+                            for (uint32_t e = 0; e < 2; ++e) {
+                                const uint32_t token = min(m_col[c] + e, col_limit - 1);
+                                sc[d][c][e] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
+                            }
+#pragma unroll
+                            for (uint32_t g = 0; g < kGroupsPerBlock; ++g)
+                                v[d][g][c] = ld_shared_cluster_f32x4(slot + g * kSlotBytes + f_bytes[c]);
+                        }
+                    }
+#pragma unroll
+                    for (uint32_t d = 0; d < kRawDepth; ++d) {
+                        const bool in_k = kb0 + d < num_k_blocks;
+#pragma unroll
+                        for (uint32_t g = 0; g < kGroupsPerBlock; ++g) {
+#pragma unroll
+                            for (uint32_t c = 0; c < kPromoF4; ++c) {
+                                const float a[4] = {v[d][g][c].x, v[d][g][c].y, v[d][g][c].z, v[d][g][c].w};
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    // the unsplit loop's FFMA (total += accum * s), element e = 2h + column
+                                    // e % 2; a clamped block's result is dropped, so even a -0 sum stays
+                                    const float r = __fmaf_rn(a[e], sc[d][c][e % 2], acc[c][e]);
+                                    acc[c][e] = in_k ? r : acc[c][e];
+                                }
+                            }
+                        }
+                    }
+                }
+                // The stores: rows r, r + 8 x tokens c, c + 1 of each float4, masked as
+                // store_fragments_transposed's (the same conversion).
+#pragma unroll
+                for (uint32_t c = 0; c < kPromoF4; ++c) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const uint32_t n = n_row[c] + 8 * (e / 2), m = m_col[c] + e % 2;
+                        if (live[c] && n < N && m < col_limit)
+                            store_out<kOut>(out, static_cast<int64_t>(m) * ldc + n, acc[c][e]);
+                    }
+                }
+                // No CTA leaves (its shared memory with it) while a peer may still read its slots.
+                // NOTES: release, not relaxed: a thread whose stores are all masked off need not
+                // have waited for its last loads' values before a relaxed arrival.
+                barrier_cluster_arrive_release();
+                barrier_cluster_wait_acquire();
+                continue;
+            }
             if constexpr (kRawSplit) {
                 // Every split's raw slots are in; the tile's last split promotes them all, block by
                 // block in order from +0, as the unsplit loop does.

@@ -168,6 +168,33 @@ def test_raw_split_rule(monkeypatch):
         raw.plan_grouped(SimpleNamespace(gemm=p), 512, True)
 
 
+def test_raw_cluster_rule(monkeypatch):
+    """FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1: at small M the mode may take swap-AB tiles whose S
+    <= 8 K splits run as one cluster (SwapAB.raw_cluster, on the ring cluster_tile gives it beside
+    the raw slots), costed by raw_cluster_cost_us (an estimate: cost_us plus the exchange); off
+    (the default), never. Every pick is valid, above SMALL_M_MAX the mode's one tile."""
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "RAW_SPLIT", False)
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", False)
+    ms = (1, 5, 16, 32, 64, 256, 257, 4096)
+    off = {(m, n, k, dt): mode_candidate(m, n, k, dt) for n, k in NK for m in ms for dt in DTYPES}
+    assert not any(getattr(c, "raw_cluster", 0) for c in off.values())
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", True)
+    took = set()
+    for (m, n, k, dt), before in off.items():
+        c = mode_candidate(m, n, k, dt)
+        if not getattr(c, "raw_cluster", 0):
+            assert c == before, (m, n, k, dt, c, before)
+            continue
+        assert m <= invariant.SMALL_M_MAX and 2 <= c.splits <= 8 and not c.raw_split, (m, n, k, dt, c)
+        assert is_valid(GemmDesc(m, n, k, dt), c) and c == SwapAB.cluster_tile(c.block_n, c.splits, k, dt, c.block_m)
+        assert "RAW_CLUSTER" in c.reason and "estimate" in c.reason and "raw-cluster" in c.reason
+        t = invariant.raw_cluster_cost_us(m, n, k, c, dt)
+        assert t > gen.cost_us(n, m, k, c.block_n, c.splits, invariant.DEFAULT_NUM_SMS, c.block_m)
+        took.add((n, k))
+    assert (512, 4096) in took and (1536, 4096) in took, took     # the decode shapes the default splits
+
+
 def test_swap64_rule(monkeypatch):
     """FP8GEMM_BATCH_INVARIANT_SWAP64=1: at M <= SMALL_M_MAX the small-M rule may also take unsplit
     64-row swap-AB tiles, costed as the general kernel's 64-row tiles (general.cost_us, block_m 64)
@@ -263,11 +290,13 @@ def test_default_pick_keeps_bits():
     ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False),
     ("RAW_SPLIT_ENV", "RAW_SPLIT", None, False), ("RAW_SPLIT_ENV", "RAW_SPLIT", "1", True),
     ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False),
-    ("SWAP64_ENV", "SWAP64", None, False), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False)])
+    ("SWAP64_ENV", "SWAP64", None, False), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False),
+    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", None, False), ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "1", True),
+    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "0", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
     FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT and FP8GEMM_BATCH_INVARIANT_SWAP64: on only where it is 1."""
+    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT, _SWAP64 and _RAW_CLUSTER: on only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
@@ -665,6 +694,54 @@ def test_swap64_gives_the_same_bits(n, k, dtype):
             swap128 = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype,
                                      config=SwapAB(bn, gen.MAX_STAGES, 1, 1))
             _same_rows(view, swap128, slice(None), f"{what} against swap 128x{bn} unsplit")
+
+
+RAW_CLUSTER_MS = (1, 5, 32, 64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", [(1000, 1024), (4096, 4096), (1000, 1040), (4096, 1040)])
+def test_raw_cluster_gives_the_same_bits(dtype, n, k):
+    """SwapAB(raw_cluster=1): S in {2, 4, 8} (and 3: slices of unequal length; S = 8 at K = 1040
+    leaves splits 5-7 empty), 128- and 64-row tiles, token tiles 8 / 16 / 32, forced at M in
+    RAW_CLUSTER_MS with N tails, inside NaN-filled buffers (every input and the output): within
+    the reference bound, no write outside the output, and every row bitwise the unsplit swap-AB
+    tile's (of its height and token tile) and the raw split's. The evidence
+    FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER waits for."""
+    import cupy
+    import torch
+    from test_matmul_general import check
+    case = random_case(max(RAW_CLUSTER_MS), n, k, seed=n + k + 57)
+    a = poisoned(case.a, FP8_NAN, pad_cols=32)[0]
+    b = poisoned(case.b, FP8_NAN, pad_cols=32)[0]
+    sa = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)[0]
+    sb = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)[0]
+    ran = 0
+    for m in RAW_CLUSTER_MS:
+        rows = Case(case.a[:m], case.b, case.a_scale[:m], case.b_scale)
+        for bn in (8, 16, 32):
+            for block_m in (128, 64):
+                unsplit = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype,
+                                         config=SwapAB(bn, 4, 1, 1, block_m))
+                for s in (2, 3, 4, 8):
+                    cfg = SwapAB.cluster_tile(bn, s, k, dtype, block_m)
+                    if not is_valid(GemmDesc(m, n, k, dtype), cfg):
+                        continue                              # the raw slots do not fit (fp32, long splits)
+                    what = f"{cfg.label()} M={m} N={n} K={k} {dtype}"
+                    buf = torch.full((m + 2, n + 24), float("nan"), dtype=getattr(torch, dtype), device="cuda")
+                    view = buf[1:1 + m, 8:8 + n]
+                    fp8gemm.matmul(a[:m], b, sa[:m], sb, out=view, config=cfg)
+                    check(view, rows, dtype)
+                    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), \
+                        f"{what}: a write landed outside the output view"
+                    _same_rows(view, unsplit, slice(None), f"{what} against swap {block_m}x{bn} unsplit")
+                    ran += 1
+                if block_m == 128:
+                    raw = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype,
+                                         config=SwapAB(bn, 4, 1, 4, raw_split=1))
+                    _same_rows(raw, unsplit, slice(None), f"raw split 128x{bn} x 4 M={m} N={n} K={k} {dtype}")
+    assert ran > 0
 
 
 @pytest.mark.gpu

@@ -113,13 +113,103 @@ def test_swap_ab_64_row_tiles(monkeypatch):
     assert plan.num_tiles == 16 and plan.grid == 48 and plan.ws_floats == 48 * 64 * 16   # a 64 x 16 partial per unit
 
 
+def test_swap_ab_raw_cluster(monkeypatch):
+    """SwapAB(raw_cluster=1): S = splits CTAs per tile in one cluster (2 <= S <= 8, S <= the K
+    blocks), 64- or 128-row tiles, never with raw_split; shared memory is the ring plus a slot per
+    K block of a split (ceil(nkb / S)) and promotion group, and is_valid refuses what exceeds the
+    SM90 limit; its own kernel flag after kConsumers; the plan launches tiles x S CTAs (no
+    persistence) in clusters of S, with no workspace, on a kernel compiled for the most shared
+    memory (one instantiation for every K)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from fp8gemm import tma
+    from fp8gemm.dispatch import general as g
+    d = GemmDesc(32, 1536, 4096)
+    c = SwapAB(16, 6, 1, 4, raw_cluster=1)
+    assert is_valid(d, c) and c.label() == "swap 128x16 s6 g1 k4 raw-cluster"
+    assert c.smem_bytes("bfloat16", 4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 128 * 16 * 4   # 8 blocks a split
+    assert c.smem_bytes("float32", 4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 4 * 128 * 16 * 4
+    assert c.smem_bytes("bfloat16") == g.ring_smem_bytes(16, 6, 0)
+    assert SwapAB(16, 6, 1, 3, raw_cluster=1).raw_slot_bytes(1040, "bfloat16") == 3 * 128 * 16 * 4   # 9 blocks / 3
+    for bad in (SwapAB(16, 6, 1, 1, raw_cluster=1), SwapAB(16, 6, 1, 9, raw_cluster=1),        # S in 2..8
+                SwapAB(16, 6, 1, 4, raw_split=1, raw_cluster=1), SwapAB(16, 6, 1, 4, raw_cluster=2),
+                SwapAB(128, 6, 1, 4, raw_cluster=1), SwapAB(16, 6, 1, 4, 32, raw_cluster=1),
+                SwapAB(64, 6, 1, 2, raw_cluster=1)):                                             # 6 stages + 256 KiB
+        assert not is_valid(d, bad), bad
+    assert not is_valid(GemmDesc(32, 1536, 256), SwapAB(8, 6, 1, 4, raw_cluster=1))           # S > 2 K blocks
+    assert is_valid(GemmDesc(32, 1536, 256), SwapAB(8, 6, 1, 2, raw_cluster=1))
+    assert not is_valid(GemmDesc(32, 1536, 4096, "float32"), SwapAB(32, 2, 1, 4, raw_cluster=1))   # slots alone too big
+    for dt in ("bfloat16", "float16", "float32"):
+        for bn in g.SWAP_BLOCK_NS:
+            for s in (2, 4, 8):
+                for block_m in (64, 128):
+                    for k in (1024, 1040, 4096):
+                        t = SwapAB.cluster_tile(bn, s, k, dt, block_m)
+                        assert t.raw_cluster == 1 and t.splits == s and t.block_m == block_m and t.stages >= 2
+                        ok = t.smem_bytes(dt, k) <= MAX_SMEM_PER_BLOCK
+                        assert is_valid(GemmDesc(16, 4096, k, dt), t) == ok, t
+                        assert not ok or t.stages == SwapAB.most_stages(bn, dt, block_m) or \
+                            replace(t, stages=t.stages + 1).smem_bytes(dt, k) > MAX_SMEM_PER_BLOCK, t
+    assert SwapAB.cluster_tile(16, 4, 4096, "bfloat16").stages == g.MAX_STAGES
+    targs = {(cc, dt): cc.template_args(dt, dt == "float32", False) for cc, dt in (
+        (c, "bfloat16"), (SwapAB(8, 9, 1, 2, 64, raw_cluster=1), "float32"))}
+    assert list(targs.values()) == [(16, 6, 0, 1, "false", "false", "false", 2, "true"),
+                                    (8, 9, 2, 1, "true", "false", "false", 1, "true")]
+    assert c.key() != SwapAB(16, 6, 1, 4).key() != SwapAB(16, 6, 1, 4, raw_split=1).key()
+    with pytest.raises(ValueError, match="grouped"):
+        c.plan_grouped(SimpleNamespace(gemm=None), 0, True)
+    compiled = []
+    monkeypatch.setattr(g.compiler, "get_kernel", lambda dev, variant, targs, smem, prelude="": compiled.append(
+        (variant, targs, smem)) or SimpleNamespace(kernel=SimpleNamespace(ptr=1)))
+    monkeypatch.setattr(g.tma, "encode_2d_fp8", lambda ptr, rows, cols, stride, box: tma.ZERO_DESCRIPTOR)
+    monkeypatch.setattr(g, "sm_count", lambda device: 132)
+    p = SimpleNamespace(device=0, m=20, n=1000, k=1040, out_dtype="bfloat16", a_ptr=0, b_ptr=0, lda=1040, ldb=1040,
+                        sa_ptr=0, sa_stride_m=9, sa_stride_k=1, sb_ptr=0, sb_stride_n=9, sb_stride_k=1)
+    for cc, tiles, threads in ((SwapAB(16, 6, 1, 4, raw_cluster=1), 8 * 2, 384),
+                               (SwapAB(8, 6, 1, 8, 64, raw_cluster=1), 16 * 3, 256)):
+        compiled.clear()
+        plan = cc.plan(p, 1000, True)
+        assert compiled == [(cc.variant, cc.template_args("bfloat16", False, False), MAX_SMEM_PER_BLOCK)]
+        assert plan.grid == tiles * cc.splits and plan.cluster == cc.splits and plan.splits == 1    # no workspace
+        assert plan.launch_prefix[4] == threads and plan.smem_bytes == cc.smem_bytes("bfloat16", 1040)
+    with pytest.raises(ValueError, match="not valid"):
+        SwapAB(64, 6, 1, 2, raw_cluster=1).plan(SimpleNamespace(**{**vars(p), "k": 4096}), 1000, True)
+
+
+def test_cluster_launch_config_layout():
+    """driver.launch_cluster_prebuilt's ctypes structs match cuda.h (CUlaunchAttribute: 72 bytes, the
+    value at 8; CUlaunchConfig: 56 bytes, hStream at 32, attrs at 40, numAttrs at 48 on x86-64 /
+    aarch64), and launcher.launch takes the cluster path only for clusters of more than one CTA."""
+    import ctypes
+
+    from fp8gemm import driver, launcher
+    assert ctypes.sizeof(driver._LaunchAttribute) == 72 and driver._LaunchAttribute.value.offset == 8
+    assert ctypes.sizeof(driver._LaunchConfig) == 56
+    assert (driver._LaunchConfig.hStream.offset, driver._LaunchConfig.attrs.offset,
+            driver._LaunchConfig.numAttrs.offset) == (32, 40, 48)
+    calls = []
+    orig = (driver.launch_prebuilt, driver.launch_cluster_prebuilt)
+    try:
+        driver.launch_prebuilt = lambda prefix, stream, params: calls.append(("plain", prefix)) or 0
+        driver.launch_cluster_prebuilt = lambda prefix, cluster, stream, params: calls.append(("cluster", cluster)) or 0
+        launcher._get_device_fn = lambda: 0
+        launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0)
+        launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0, 4)
+    finally:
+        driver.launch_prebuilt, driver.launch_cluster_prebuilt = orig
+        launcher._get_device_fn = None
+    assert calls == [("plain", (1, 8, 1, 1, 384, 1, 1, 0)), ("cluster", 4)]
+
+
 def test_knobs_are_typed_per_variant():
     """Each descriptor has its own knobs: no field means one thing for one kernel and another for
     the next, and a knob a kernel does not have cannot be passed."""
     assert Gemv(8, 4, 2).knobs() == {"token_tile": 8, "warps": 4, "unroll": 2}
     assert ShortK(64, 32).knobs() == {"block_m": 64, "block_n": 32}
     assert Wg3(128, 3, 8).knobs() == {"block_n": 128, "stages": 3, "group_m": 8}
-    assert SwapAB(16, 4, 1, 2).knobs() == {**General(16, 4, 1, 2).knobs(), "raw_split": 0}   # its own: the raw split
+    assert SwapAB(16, 4, 1, 2).knobs() == {**General(16, 4, 1, 2).knobs(), "raw_split": 0,   # its own: the raw
+                                           "raw_cluster": 0}                                 # splits
     with pytest.raises(TypeError):
         General(raw_split=1)
     assert SwapAB(16, 4, 1, 2).key() != General(16, 4, 1, 2).key()

@@ -159,6 +159,8 @@ def _instantiations():
                 SwapAB(b, MAX_STAGES, 1, 2, raw_split=1) for b in SWAP_BLOCK_NS]:
             if c.is_valid(GemmDesc(64, 4096, 4096, dt)):
                 seen.add(_instance(c, dt))
+    # swap-AB's cluster raw split (FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1): every tile its GPU test forces
+    seen.update(_raw_cluster_instantiations())
     # swap-AB's 64-row tiles: every token tile on the ring the batch-invariant mode gives it
     # (FP8GEMM_BATCH_INVARIANT_SWAP64=1) and as tests/test_matmul_general.py forces them
     from test_matmul_general import SWAP64
@@ -173,6 +175,22 @@ def _instantiations():
         for vec in ("false", "true"):                      # the weight quantizer's two paths
             seen.add(("quantize_per_block", (in_type, vec)))
     return sorted(seen, key=str)
+
+
+def _raw_cluster_instantiations(dts=tuple(OUT_TYPE_IDS)):
+    """SwapAB(raw_cluster=1) as tests/test_batch_invariant.py forces it (cluster_tile: the ring
+    beside the raw slots), token tiles 8 / 16 / 32, S in {2, 3, 4, 8}, 128 and 64 rows, K = 1024,
+    1040, 4096. S is no template argument (the launch's cluster), the stages are."""
+    seen = set()
+    for dt in dts:
+        for bn in (8, 16, 32):
+            for s in (2, 3, 4, 8):
+                for block_m in (128, 64):
+                    for k in (1024, 1040, 4096):
+                        c = SwapAB.cluster_tile(bn, s, k, dt, block_m)
+                        if c.is_valid(GemmDesc(32, 4096, k, dt)):
+                            seen.add(_instance(c, dt))
+    return seen
 
 
 def _dense_instantiations():
@@ -482,6 +500,27 @@ def test_swap_ab_64_rows_compile_without_spills(tmp_path, dt):
         ops64 = arithmetic(variant, targs)
         ops128 = arithmetic(*_instance(SwapAB(block_n, 6, 1, 1), dt))
         assert ops64 == ops128, (targs, len(ops64), len(ops128))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
+def test_swap_ab_raw_cluster_compile_without_spills(tmp_path, dt):
+    """swap-AB's cluster raw split (kRawCluster) at every tile its GPU test forces: no spills and no
+    stack; where cuobjdump is at hand, FP8 wgmma, the cluster barrier and loads from a cluster
+    peer's shared memory (the exchange), and no global store but the output's (no workspace)."""
+    targs_all = sorted(_raw_cluster_instantiations((dt,)), key=str)
+    assert targs_all and all(t[-1] == "true" for _, t in targs_all)
+    for variant, targs in targs_all:
+        log = _compile(tmp_path, variant, targs, default_prelude(variant, targs))
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        assert spills and all(sp == ("0", "0") for sp in spills), (targs, log[-2000:])
+        assert "0 bytes stack frame" in log, (targs, log[-2000:])
+        if shutil.which("cuobjdump"):
+            sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+                                  text=True).stdout
+            assert "QGMMA" in sass and "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass, targs
+            assert "LD.E.128" in sass, targs                        # ld.shared::cluster: a generic 16-byte load
+            assert "RED." not in sass and "ATOM" not in sass, targs                      # no split-K counters
 
 
 @needs_nvcc

@@ -12,10 +12,45 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
     return r;
 }
 
+/// The number of CTAs in this CTA's cluster.
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+
 /// Every thread of every CTA in the cluster arrives, then waits for all of them (release /
 /// acquire at cluster scope: shared-memory writes before it are visible to the cluster after it).
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive;\n" "barrier.cluster.wait;" ::: "memory");
+}
+
+/// barrier.cluster.arrive.release: this thread's arrival on the cluster barrier, its earlier
+/// memory operations released at cluster scope (not .aligned: a warp may arrive diverged).
+__device__ __forceinline__ void barrier_cluster_arrive_release() {
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+}
+
+/// barrier.cluster.arrive.relaxed: this thread's arrival, ordering none of its memory operations
+/// (for a thread that publishes nothing; the release form costs a MEMBAR.ALL.GPU).
+__device__ __forceinline__ void barrier_cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+
+/// barrier.cluster.wait.acquire: wait for every thread of the cluster's arrival on the current
+/// phase; what they released becomes visible to this thread.
+__device__ __forceinline__ void barrier_cluster_wait_acquire() {
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/// ld.shared::cluster.v4.f32: 16 bytes at a shared::cluster address (mapa_shared: this CTA's
+/// shared memory or a peer's). NOTES: volatile, with a memory clobber, so that no compiler moves
+/// it above the cluster barrier that publishes what it reads.
+__device__ __forceinline__ float4 ld_shared_cluster_f32x4(uint32_t addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr)
+        : "memory");
+    return v;
 }
 
 /// The shared::cluster address of the same offset as local shared address ``addr`` in CTA ``rank``.
