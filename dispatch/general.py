@@ -564,8 +564,9 @@ class SwapAB(General):
 
     block_ns = SWAP_BLOCK_NS
 
-    def smem_bytes(self, out_dtype: str = "bfloat16", k: int | None = None) -> int:
-        """The ring; with ``k``, for raw_cluster, its raw slots after it (the launch's size)."""
+    def smem_bytes(self, out_dtype: str = "bfloat16", *, k: int | None = None) -> int:
+        """The ring; with ``k``, for raw_cluster, its raw slots after it (the launch's size). ``k``
+        is keyword-only: General.smem_bytes' second argument is a scale-slot mask."""
         raw = self.raw_slot_bytes(k, out_dtype) if self.raw_cluster and k is not None else 0
         return ring_smem_bytes(self.block_n, self.stages, 0, self.block_m) + raw
 
@@ -584,7 +585,7 @@ class SwapAB(General):
             return (self.raw_cluster == 1 and not self.raw_split and 2 <= self.splits <= MAX_CLUSTER
                     and self.splits <= cdiv(desc.k, BLOCK_K) and self.block_n in SWAP_BLOCK_NS
                     and self.block_m in BLOCK_MS and self.stages >= 2 and self.group_m >= 1
-                    and self.smem_bytes(desc.out_dtype, desc.k) <= MAX_SMEM_PER_BLOCK and desc.shape_ok())
+                    and self.smem_bytes(desc.out_dtype, k=desc.k) <= MAX_SMEM_PER_BLOCK and desc.shape_ok())
         return (self.block_n in SWAP_BLOCK_NS and self.block_m in BLOCK_MS and self.raw_split in (0, 1)
                 and self.raw_cluster == 0
                 and (not self.raw_split or (2 <= self.splits <= MAX_SPLITS and self.block_m == BLOCK_M))
@@ -609,10 +610,7 @@ class SwapAB(General):
         """raw_cluster's tile: as many stages as fit beside the raw slots (at most the plain tile's;
         at least 2, which is_valid refuses where even they do not fit)."""
         c = cls(block_n, 2, 1, splits, block_m, raw_cluster=1)
-        free = MAX_SMEM_PER_BLOCK - c.smem_bytes(out_dtype, k) + ring_smem_bytes(block_n, 2, 0, block_m)
-        stage = (block_m + block_n) * BLOCK_K + BARRIER_BYTES
-        most = cls.most_stages(block_n, out_dtype, block_m)
-        return replace(c, stages=max(2, min(most, (free - 1024 - 16) // stage)))
+        return replace(c, stages=max_stages(block_n, c.raw_slot_bytes(k, out_dtype), block_m))
 
     def raw_ws_floats(self, p) -> int:
         """The raw split's workspace: a 128 x block_n slot per (tile, K block, promotion group:
@@ -644,8 +642,8 @@ class SwapAB(General):
         if not self.is_valid(desc):
             raise ValueError(f"{self.label()}: not valid at M={p.m} N={p.n} K={p.k} {p.out_dtype} (S <= "
                              f"{MAX_CLUSTER} and <= the K blocks; ring + raw slots "
-                             f"{self.smem_bytes(p.out_dtype, p.k)} B within {MAX_SMEM_PER_BLOCK})")
-        smem = self.smem_bytes(p.out_dtype, p.k)
+                             f"{self.smem_bytes(p.out_dtype, k=p.k)} B within {MAX_SMEM_PER_BLOCK})")
+        smem = self.smem_bytes(p.out_dtype, k=p.k)
         kern = compiler.get_kernel(p.device, self.variant,
                                    self.template_args(p.out_dtype, p.out_dtype == "float32", False),
                                    MAX_SMEM_PER_BLOCK, producer_prelude())

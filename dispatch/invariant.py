@@ -336,6 +336,8 @@ def explain(m: int, n: int, k: int, out_dtype: str = "bfloat16", gpu: str = SHIP
     if m == 0:
         return f"M=0 N={n} K={k} {out_dtype}: no kernel (matmul returns the empty [0, {n}] result without a launch)"
     c = mode_candidate(m, n, k, out_dtype, gpu=gpu)
-    return (f"M={m} N={n} K={k} {out_dtype} (batch-invariant): {c.describe()}, smem {c.smem_bytes(out_dtype)} B "
+    # a raw-cluster launch sizes its shared memory for this K's raw slots beside the ring
+    smem = c.smem_bytes(out_dtype, k=k) if getattr(c, "raw_cluster", 0) else c.smem_bytes(out_dtype)
+    return (f"M={m} N={n} K={k} {out_dtype} (batch-invariant): {c.describe()}, smem {smem} B "
             f"-- {c.reason}; each row's summation order (K blocks in order, per-element promotion, no split) "
             f"is the same for every M")

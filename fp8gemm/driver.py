@@ -193,7 +193,9 @@ def launch_cluster_prebuilt(prefix: tuple, cluster: int, stream: int, params: in
     return fn(ctypes.byref(config), prefix[0], params, None)
 
 
-def check_launch(rc: int, grid: int, block: int, smem_bytes: int) -> None:
+def check_launch(rc: int, grid: int, block: int, smem_bytes: int, api: str = "cuLaunchKernel") -> None:
+    """``api``: the call that returned ``rc`` (cuLaunchKernelEx for a cluster launch), so that a
+    refused cluster is not read as a plain launch's failure."""
     if rc != 0:
-        raise RuntimeError(f"cuLaunchKernel failed: {error_name(rc)} (grid {grid}, block {block}, "
+        raise RuntimeError(f"{api} failed: {error_name(rc)} (grid {grid}, block {block}, "
                            f"{smem_bytes} B shared memory)")

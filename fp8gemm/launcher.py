@@ -280,7 +280,7 @@ def launch(device: int, prefix: tuple, stream_ptr: int, params: int, cluster: in
         with current_device(device):
             rc = _launch_once(prefix, stream_ptr, params, cluster)
     if rc != 0:
-        driver.check_launch(rc, prefix[1], prefix[4], prefix[7])
+        driver.check_launch(rc, prefix[1], prefix[4], prefix[7], "cuLaunchKernelEx" if cluster > 1 else "cuLaunchKernel")
 
 
 class current_device:

@@ -514,17 +514,15 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                 for (uint32_t j = 0; j < kPer; ++j) sfb_after[j] = 0.0f;
                 if (peek.next(m2, n2)) load_sfb(n2, locate(m2).group, sfb_after);
             }
+#endif
 #pragma unroll
             for (uint32_t j = 0; j < kPer; ++j)
                 if (threadIdx.x + j * S::kMathThreads < kCopy) sfb[threadIdx.x + j * S::kMathThreads] = sfb_next[j];
             named_barrier_sync(kMathBarrier, S::kMathThreads);
+#ifdef FP8GEMM_DENSE_SFB_AHEAD
 #pragma unroll
             for (uint32_t j = 0; j < kPer; ++j) sfb_next[j] = sfb_after[j];
 #else
-#pragma unroll
-            for (uint32_t j = 0; j < kPer; ++j)
-                if (threadIdx.x + j * S::kMathThreads < kCopy) sfb[threadIdx.x + j * S::kMathThreads] = sfb_next[j];
-            named_barrier_sync(kMathBarrier, S::kMathThreads);
             {
                 Tiles peek = tiles;
                 uint32_t m2, n2;

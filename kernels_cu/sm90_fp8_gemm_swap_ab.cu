@@ -165,15 +165,18 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
             }
 #pragma unroll
             for (int i = 0; i < Mma::kNumAccum; ++i) total[i] = 0.0f;
-            // Per column: As[token, kb] * Bs[weight block, kb] ([j][e]); one expression for the K
-            // loop and the raw split's ordered promotion, so both round the same product.
+            // As[token, kb] * Bs[weight block, kb] for tile column col (sb: the Bs): one expression
+            // for the K loop and both raw splits' ordered promotions, so all round the same product.
+            auto scale_product = [&](uint32_t col, uint32_t kb, float sb) {
+                const uint32_t token = min(col, col_limit - 1);
+                return a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
+            };
+            // Per column of this thread ([j][e]).
             auto column_scales = [&](uint32_t kb, float (&s_col)[BLOCK_N / 4]) {
                 const float sb = sb_row[kb * sb_stride_k];
 #pragma unroll
-                for (uint32_t q = 0; q < BLOCK_N / 4; ++q) {
-                    const uint32_t token = min(col0 + 8 * (q / 2) + (q % 2), col_limit - 1);
-                    s_col[q] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
-                }
+                for (uint32_t q = 0; q < BLOCK_N / 4; ++q)
+                    s_col[q] = scale_product(col0 + 8 * (q / 2) + (q % 2), kb, sb);
             };
             // kRawSplit: the tile's raw slots, one per (K block, promotion group), after its
             // earlier tiles' (explicit splits: every tile is split, tile_idx counts them all).
@@ -291,15 +294,12 @@ sm90_fp8_gemm_swap_ab_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // 
                         const uint32_t src = div_by_runtime(kb, kb_per);          // its split = cluster rank
                         const uint32_t slot = mapa_shared(slots_addr + (kb - src * kb_per) * kGroupsPerBlock * kSlotBytes,
                                                           src);
-                        // column_scales' product for this float4's two tokens
+                        // the K loop's product for this float4's two tokens
                         const float sb = sb_row[kb * sb_stride_k];
 #pragma unroll
                         for (uint32_t c = 0; c < kPromoF4; ++c) {
 #pragma unroll
-                            for (uint32_t e = 0; e < 2; ++e) {
-                                const uint32_t token = min(m_col[c] + e, col_limit - 1);
-                                sc[d][c][e] = a_scale[static_cast<int64_t>(token) * sa_stride_m + kb * sa_stride_k] * sb;
-                            }
+                            for (uint32_t e = 0; e < 2; ++e) sc[d][c][e] = scale_product(m_col[c] + e, kb, sb);
 #pragma unroll
                             for (uint32_t g = 0; g < kGroupsPerBlock; ++g)
                                 v[d][g][c] = ld_shared_cluster_f32x4(slot + g * kSlotBytes + f_bytes[c]);

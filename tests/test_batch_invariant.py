@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generators import FP8_NAN, Case, outside, poisoned, random_case, to_cupy_f64, trace_shapes
+from generators import Case, random_case, to_cupy_f64, trace_shapes
 
 import fp8gemm
 from fp8gemm import api
@@ -189,8 +189,14 @@ def test_raw_cluster_rule(monkeypatch):
         assert m <= invariant.SMALL_M_MAX and 2 <= c.splits <= 8 and not c.raw_split, (m, n, k, dt, c)
         assert is_valid(GemmDesc(m, n, k, dt), c) and c == SwapAB.cluster_tile(c.block_n, c.splits, k, dt, c.block_m)
         assert "RAW_CLUSTER" in c.reason and "estimate" in c.reason and "raw-cluster" in c.reason
-        t = invariant.raw_cluster_cost_us(m, n, k, c, dt)
-        assert t > gen.cost_us(n, m, k, c.block_n, c.splits, invariant.DEFAULT_NUM_SMS, c.block_m)
+        # a K block's raw slots: fp32 out promotes after each of the block's 4 wgmma
+        slot_bytes = c.block_m * c.block_n * 4 * (4 if dt == "float32" else 1)
+        exchange = -(-k // gen.BLOCK_K) * slot_bytes / c.splits / invariant.RAW_CLUSTER_DSMEM_BYTES_PER_US
+        assert invariant.raw_cluster_cost_us(m, n, k, c, dt) == pytest.approx(
+            gen.cost_us(n, m, k, c.block_n, c.splits, invariant.DEFAULT_NUM_SMS, c.block_m)
+            + invariant.RAW_CLUSTER_EXCHANGE_US + exchange), (m, n, k, dt, c)
+        if (n, k) not in took:                  # explain: the launch's shared memory, raw slots included
+            assert f"smem {c.smem_bytes(dt, k=k)} B" in invariant.explain(m, n, k, dt, batch_invariant=True)
         took.add((n, k))
     assert (512, 4096) in took and (1536, 4096) in took, took     # the decode shapes the default splits
 
@@ -667,29 +673,20 @@ SWAP64_NK = ((1000, 1024), (4096, 4096), (1000, 1040), (4096, 1040))
 @pytest.mark.parametrize("n,k", SWAP64_NK, ids=str)
 def test_swap64_gives_the_same_bits(n, k, dtype):
     """SwapAB(block_m=64), every token tile on the ring the mode would give it: inside NaN-filled
-    buffers (every input and the output) within the reference bound with no write outside the
-    output, and every row bitwise the mode's (the same rows inside an M = 300 call in the mode)
-    and the unsplit 128-row swap-AB tile's. The evidence FP8GEMM_BATCH_INVARIANT_SWAP64 waits for."""
-    import cupy
-    import torch
-    from test_matmul_general import check
+    buffers (every input, poisoned right past the call's M rows, and the output) within the
+    reference bound with no write outside the output (test_matmul_general.check_poisoned), and
+    every row bitwise the mode's (the same rows inside an M = 300 call in the mode) and the
+    unsplit 128-row swap-AB tile's. The evidence FP8GEMM_BATCH_INVARIANT_SWAP64 waits for."""
+    from test_matmul_general import check_poisoned
     case = random_case(300, n, k, seed=n + k + 64)
     mode_rows = _call(case, slice(None), dtype)
-    a = poisoned(case.a, FP8_NAN, pad_cols=32)[0]
-    b = poisoned(case.b, FP8_NAN, pad_cols=32)[0]
-    sa = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)[0]
-    sb = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)[0]
     for m in SWAP64_MS:
         rows = Case(case.a[:m], case.b, case.a_scale[:m], case.b_scale)
         for bn in gen.SWAP_BLOCK_NS:
             cfg = invariant.swap64_tile(bn, dtype)
             what = f"{cfg.label()} M={m} N={n} K={k} {dtype}"
-            buf = torch.full((m + 2, n + 24), float("nan"), dtype=getattr(torch, dtype), device="cuda")
-            view = buf[1:1 + m, 8:8 + n]
-            fp8gemm.matmul(a[:m], b, sa[:m], sb, out=view, config=cfg)
-            check(view, rows, dtype)
-            assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), \
-                f"{what}: a write landed outside the output view"
+            check_poisoned(rows, 24, dtype, cfg)
+            view = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype, config=cfg)
             _same_rows(view, mode_rows, slice(0, m), f"{what} against the mode's rows at M=300")
             swap128 = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype,
                                      config=SwapAB(bn, gen.MAX_STAGES, 1, 1))
@@ -705,18 +702,13 @@ RAW_CLUSTER_MS = (1, 5, 32, 64)
 def test_raw_cluster_gives_the_same_bits(dtype, n, k):
     """SwapAB(raw_cluster=1): S in {2, 4, 8} (and 3: slices of unequal length; S = 8 at K = 1040
     leaves splits 5-7 empty), 128- and 64-row tiles, token tiles 8 / 16 / 32, forced at M in
-    RAW_CLUSTER_MS with N tails, inside NaN-filled buffers (every input and the output): within
-    the reference bound, no write outside the output, and every row bitwise the unsplit swap-AB
-    tile's (of its height and token tile) and the raw split's. The evidence
-    FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER waits for."""
-    import cupy
-    import torch
-    from test_matmul_general import check
+    RAW_CLUSTER_MS with N tails, inside NaN-filled buffers (every input, poisoned right past the
+    call's M rows, and the output: test_matmul_general.check_poisoned): within the reference
+    bound, no write outside the output, and every row bitwise the unsplit swap-AB tile's (of its
+    height and token tile) and the raw split's. The evidence FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER
+    waits for."""
+    from test_matmul_general import check_poisoned
     case = random_case(max(RAW_CLUSTER_MS), n, k, seed=n + k + 57)
-    a = poisoned(case.a, FP8_NAN, pad_cols=32)[0]
-    b = poisoned(case.b, FP8_NAN, pad_cols=32)[0]
-    sa = poisoned(case.a_scale, np.nan, pad_cols=4, col0=2)[0]
-    sb = poisoned(case.b_scale, np.nan, pad_cols=4, col0=2)[0]
     ran = 0
     for m in RAW_CLUSTER_MS:
         rows = Case(case.a[:m], case.b, case.a_scale[:m], case.b_scale)
@@ -729,12 +721,8 @@ def test_raw_cluster_gives_the_same_bits(dtype, n, k):
                     if not is_valid(GemmDesc(m, n, k, dtype), cfg):
                         continue                              # the raw slots do not fit (fp32, long splits)
                     what = f"{cfg.label()} M={m} N={n} K={k} {dtype}"
-                    buf = torch.full((m + 2, n + 24), float("nan"), dtype=getattr(torch, dtype), device="cuda")
-                    view = buf[1:1 + m, 8:8 + n]
-                    fp8gemm.matmul(a[:m], b, sa[:m], sb, out=view, config=cfg)
-                    check(view, rows, dtype)
-                    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), \
-                        f"{what}: a write landed outside the output view"
+                    check_poisoned(rows, 24, dtype, cfg)
+                    view = fp8gemm.matmul(rows.a, rows.b, rows.a_scale, rows.b_scale, out_dtype=dtype, config=cfg)
                     _same_rows(view, unsplit, slice(None), f"{what} against swap {block_m}x{bn} unsplit")
                     ran += 1
                 if block_m == 128:

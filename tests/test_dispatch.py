@@ -128,9 +128,11 @@ def test_swap_ab_raw_cluster(monkeypatch):
     d = GemmDesc(32, 1536, 4096)
     c = SwapAB(16, 6, 1, 4, raw_cluster=1)
     assert is_valid(d, c) and c.label() == "swap 128x16 s6 g1 k4 raw-cluster"
-    assert c.smem_bytes("bfloat16", 4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 128 * 16 * 4   # 8 blocks a split
-    assert c.smem_bytes("float32", 4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 4 * 128 * 16 * 4
+    assert c.smem_bytes("bfloat16", k=4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 128 * 16 * 4   # 8 blocks a split
+    assert c.smem_bytes("float32", k=4096) == g.ring_smem_bytes(16, 6, 0) + 8 * 4 * 128 * 16 * 4
     assert c.smem_bytes("bfloat16") == g.ring_smem_bytes(16, 6, 0)
+    with pytest.raises(TypeError):
+        c.smem_bytes("bfloat16", 4096)                # General's second argument is a scale-slot mask
     assert SwapAB(16, 6, 1, 3, raw_cluster=1).raw_slot_bytes(1040, "bfloat16") == 3 * 128 * 16 * 4   # 9 blocks / 3
     for bad in (SwapAB(16, 6, 1, 1, raw_cluster=1), SwapAB(16, 6, 1, 9, raw_cluster=1),        # S in 2..8
                 SwapAB(16, 6, 1, 4, raw_split=1, raw_cluster=1), SwapAB(16, 6, 1, 4, raw_cluster=2),
@@ -147,10 +149,10 @@ def test_swap_ab_raw_cluster(monkeypatch):
                     for k in (1024, 1040, 4096):
                         t = SwapAB.cluster_tile(bn, s, k, dt, block_m)
                         assert t.raw_cluster == 1 and t.splits == s and t.block_m == block_m and t.stages >= 2
-                        ok = t.smem_bytes(dt, k) <= MAX_SMEM_PER_BLOCK
+                        ok = t.smem_bytes(dt, k=k) <= MAX_SMEM_PER_BLOCK
                         assert is_valid(GemmDesc(16, 4096, k, dt), t) == ok, t
                         assert not ok or t.stages == SwapAB.most_stages(bn, dt, block_m) or \
-                            replace(t, stages=t.stages + 1).smem_bytes(dt, k) > MAX_SMEM_PER_BLOCK, t
+                            replace(t, stages=t.stages + 1).smem_bytes(dt, k=k) > MAX_SMEM_PER_BLOCK, t
     assert SwapAB.cluster_tile(16, 4, 4096, "bfloat16").stages == g.MAX_STAGES
     targs = {(cc, dt): cc.template_args(dt, dt == "float32", False) for cc, dt in (
         (c, "bfloat16"), (SwapAB(8, 9, 1, 2, 64, raw_cluster=1), "float32"))}
@@ -172,12 +174,12 @@ def test_swap_ab_raw_cluster(monkeypatch):
         plan = cc.plan(p, 1000, True)
         assert compiled == [(cc.variant, cc.template_args("bfloat16", False, False), MAX_SMEM_PER_BLOCK)]
         assert plan.grid == tiles * cc.splits and plan.cluster == cc.splits and plan.splits == 1    # no workspace
-        assert plan.launch_prefix[4] == threads and plan.smem_bytes == cc.smem_bytes("bfloat16", 1040)
+        assert plan.launch_prefix[4] == threads and plan.smem_bytes == cc.smem_bytes("bfloat16", k=1040)
     with pytest.raises(ValueError, match="not valid"):
         SwapAB(64, 6, 1, 2, raw_cluster=1).plan(SimpleNamespace(**{**vars(p), "k": 4096}), 1000, True)
 
 
-def test_cluster_launch_config_layout():
+def test_cluster_launch_config_layout(monkeypatch):
     """driver.launch_cluster_prebuilt's ctypes structs match cuda.h (CUlaunchAttribute: 72 bytes, the
     value at 8; CUlaunchConfig: 56 bytes, hStream at 32, attrs at 40, numAttrs at 48 on x86-64 /
     aarch64), and launcher.launch takes the cluster path only for clusters of more than one CTA."""
@@ -189,16 +191,12 @@ def test_cluster_launch_config_layout():
     assert (driver._LaunchConfig.hStream.offset, driver._LaunchConfig.attrs.offset,
             driver._LaunchConfig.numAttrs.offset) == (32, 40, 48)
     calls = []
-    orig = (driver.launch_prebuilt, driver.launch_cluster_prebuilt)
-    try:
-        driver.launch_prebuilt = lambda prefix, stream, params: calls.append(("plain", prefix)) or 0
-        driver.launch_cluster_prebuilt = lambda prefix, cluster, stream, params: calls.append(("cluster", cluster)) or 0
-        launcher._get_device_fn = lambda: 0
-        launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0)
-        launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0, 4)
-    finally:
-        driver.launch_prebuilt, driver.launch_cluster_prebuilt = orig
-        launcher._get_device_fn = None
+    monkeypatch.setattr(driver, "launch_prebuilt", lambda prefix, stream, params: calls.append(("plain", prefix)) or 0)
+    monkeypatch.setattr(driver, "launch_cluster_prebuilt",
+                        lambda prefix, cluster, stream, params: calls.append(("cluster", cluster)) or 0)
+    monkeypatch.setattr(launcher, "_get_device_fn", lambda: 0)
+    launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0)
+    launcher.launch(0, (1, 8, 1, 1, 384, 1, 1, 0), 0, 0, 4)
     assert calls == [("plain", (1, 8, 1, 1, 384, 1, 1, 0)), ("cluster", 4)]
 
 

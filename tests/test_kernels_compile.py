@@ -6,6 +6,8 @@ The exhaustive sweep (test_compiles_without_spills, every instantiation) runs wi
 import re
 import shutil
 import subprocess
+import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,12 @@ from fp8gemm.dtypes import OUT_BYTES
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: cannot compile sm_90a here")
+# On PATH, else Triton's bundled copy in this interpreter's site-packages: CI's only one, off PATH.
+_TRITON_CUOBJDUMP = Path(sysconfig.get_paths()["purelib"]) / "triton/backends/nvidia/bin/cuobjdump"
+CUOBJDUMP = shutil.which("cuobjdump") or (str(_TRITON_CUOBJDUMP) if _TRITON_CUOBJDUMP.is_file() else None)
+needs_sass = pytest.mark.skipif(NVCC is None or CUOBJDUMP is None,
+                                reason="nvcc not on PATH, or cuobjdump neither on PATH nor in Triton's bundled "
+                                       "bin: SASS check skipped")
 
 # The general kernel's signature, for explicit instantiation under nvcc.
 GENERAL_PARAMS = ("const __grid_constant__ fp8gemm::TmaDescriptor, const __grid_constant__ "
@@ -289,8 +297,7 @@ def test_compiles_without_spills(tmp_path, variant, targs):
     assert "0 bytes stack frame" in log, f"local memory used:\n{log}"
 
 
-@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
-                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@needs_sass
 def test_fused_swiglu_k_loop_free_of_local_memory(tmp_path):
     """The fused SwiGLU L1 (kSwiGLU) holds 3 x 64 accumulators across its K loop plus a second
     sub-tile's bookkeeping, and ptxas keeps a few scheduler values in local memory (32 bytes,
@@ -299,7 +306,7 @@ def test_fused_swiglu_k_loop_free_of_local_memory(tmp_path):
     log = _compile(tmp_path, "sm90_fp8_gemm_general", _swiglu_instantiation())
     spills = re.findall(r"(\d+) bytes spill stores", log)
     assert spills and int(spills[0]) <= 64, f"more spills than the 32 bytes measured:\n{log}"
-    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     ops = re.findall(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)
     addr = [int(a, 16) for a, _ in ops]
@@ -314,17 +321,15 @@ def test_fused_swiglu_k_loop_free_of_local_memory(tmp_path):
     assert not local, f"local memory inside the K loop: {local}"
 
 
-@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
-                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@needs_sass
 def test_sass_uses_fp8_wgmma(tmp_path):
     _compile(tmp_path, "sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true", "false"))
-    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     assert "QGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass
 
 
-@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
-                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@needs_sass
 @pytest.mark.parametrize("variant,targs,bound", [
     ("sm90_fp8_gemm_general", (128, 6, 0, 8, "false", "true", "false"), 32),   # plain, TMA store
     ("sm90_fp8_gemm_swap_ab", (8, 6, 0, 1, "false", "false"), 24),             # swap-AB (split-K)
@@ -336,20 +341,19 @@ def test_tma_producer_stays_on_uniform_datapath(tmp_path, variant, targs, bound)
     loop into vector registers with R2UR moves before every TMA issue: 90 R2UR in the general
     kernel and 89 in wg3 (bench/NOTES.md), against 18-24 and 6-10 when uniform."""
     _compile(tmp_path, variant, targs)
-    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     assert "UTMALDG" in sass, "no TMA load in the kernel"
     count = len(re.findall(r"\bR2UR\b", sass))
     assert count <= bound, f"{count} R2UR (at most {bound} expected): the producer left the uniform datapath"
 
 
-@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
-                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@needs_sass
 def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
     """The short-K kernel waits twice (DEPBAR 1, then 0) with block 0's promotion between them:
     the overlap its design rests on (ptxas once sank the promotion below the second wait)."""
     _compile(tmp_path, "sm90_fp8_gemm_short_k", (128, 128, 2, 0, "false", "true"))
-    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     ops = [line.split()[1] for line in sass.splitlines()
            if re.search(r"/\*[0-9a-f]{4}\*/", line) and len(line.split()) > 1]
@@ -360,8 +364,7 @@ def test_short_k_promotes_block0_under_block1_wgmma(tmp_path):
     assert "STS" in " ".join(ops) or any(op.startswith("STS") for op in ops), "epilogue staging not in STS"
 
 
-@pytest.mark.skipif(NVCC is None or shutil.which("cuobjdump") is None,
-                    reason="nvcc or cuobjdump not on PATH: SASS check skipped")
+@needs_sass
 @pytest.mark.parametrize("block_n,fine", [(16, False), (64, False), (16, True)])
 def test_raw_split_sum_loads_ahead(tmp_path, block_n, fine):
     """swap-AB's raw split: the last split's ordered sum issues 16 float4 slot loads in one
@@ -372,7 +375,7 @@ def test_raw_split_sum_loads_ahead(tmp_path, block_n, fine):
     from fp8gemm.dispatch import SwapAB
     variant, targs = _instance(SwapAB(block_n, 4, 1, 2, raw_split=1), "float32" if fine else "bfloat16")
     _compile(tmp_path, variant, targs)
-    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
+    sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True,
                           text=True).stdout
     ops = [line.split(";")[0] for line in sass.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/\s+\S", line)]
     run = longest = 0
@@ -403,11 +406,11 @@ def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
     logs, sass = [], []
     for prelude in ("", dense.IMPLICIT_CLUSTER_PRELUDE):
         logs.append(re.search(r"Used (\d+) registers", _compile(tmp_path, c.variant, targs, prelude)).group(1))
-        if shutil.which("cuobjdump"):
-            elf = subprocess.run(["cuobjdump", "-elf", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
+        if CUOBJDUMP:
+            elf = subprocess.run([CUOBJDUMP, "-elf", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
             assert ("EXPLICIT_CLUSTER" in elf) == (prelude == ""), prelude
             sass.append(re.sub(r"/\*[0-9a-fx]+\*/", "", subprocess.run(
-                ["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout))
+                [CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout))
     assert logs[0] == logs[1]
     if sass:
         assert sass[0] == sass[1]
@@ -473,54 +476,72 @@ def test_dense_sfb_ahead_prelude(tmp_path, monkeypatch, cfg, n, grouped):
     assert "0 bytes stack frame" in log, log[-2000:]
 
 
+def _no_spills(log, targs):
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert spills and all(sp == ("0", "0") for sp in spills), (targs, log[-2000:])
+    assert "0 bytes stack frame" in log, (targs, log[-2000:])
+
+
+def _sass(tmp_path, variant, targs) -> str:
+    """The instantiation compiled as the launcher builds it (its default prelude), disassembled."""
+    _compile(tmp_path, variant, targs, default_prelude(variant, targs))
+    return subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                          check=True).stdout
+
+
 @needs_nvcc
 @pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
 def test_swap_ab_64_rows_compile_without_spills(tmp_path, dt):
     """swap-AB's 64-row tiles (one consumer warpgroup, kConsumers = 1), the narrowest and the
     widest token tile on the mode's ring: no spills and no stack (the 256-thread CTA's consumers
-    keep kConsumerRegs). Where cuobjdump is at hand: FP8 wgmma and TMA loads, and the float
-    arithmetic (wgmma, scale products, promotion, split sums, output conversion) the 128-row
-    tile's, opcode for opcode in the same order: the SASS side of the batch-invariant mode's m64
-    argument (dispatch/invariant.py: SWAP64), which a change to one tile height alone would break."""
+    keep kConsumerRegs)."""
+    for block_n in (8, 64):
+        variant, targs = _instance(swap64_tile(block_n, dt), dt)
+        assert targs[-1] == 1, targs                                   # kConsumers named
+        _no_spills(_compile(tmp_path, variant, targs, default_prelude(variant, targs)), targs)
+
+
+@needs_sass
+@pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
+def test_swap_ab_64_rows_sass_matches_128_rows(tmp_path, dt):
+    """swap-AB's 64-row tiles at the narrowest and the widest token tile: FP8 wgmma and TMA loads,
+    and the float arithmetic (wgmma, scale products, promotion, split sums, output conversion) the
+    128-row tile's, opcode for opcode in the same order: the SASS side of the batch-invariant
+    mode's m64 argument (dispatch/invariant.py: SWAP64), which a change to one tile height alone
+    would break."""
     def arithmetic(variant, targs):
-        log = _compile(tmp_path, variant, targs, default_prelude(variant, targs))
-        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-        assert spills and all(sp == ("0", "0") for sp in spills), (targs, log[-2000:])
-        assert "0 bytes stack frame" in log, (targs, log[-2000:])
-        if not shutil.which("cuobjdump"):
-            return None
-        sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
-                              text=True).stdout
+        sass = _sass(tmp_path, variant, targs)
         assert "QGMMA" in sass and "UTMALDG" in sass, targs
         return re.findall(r"\b(QGMMA\S*|FFMA|FMUL|FADD|F2FP\S*)\b", sass)
 
     for block_n in (8, 64):
-        variant, targs = _instance(swap64_tile(block_n, dt), dt)
-        assert targs[-1] == 1, targs                                   # kConsumers named
-        ops64 = arithmetic(variant, targs)
+        ops64 = arithmetic(*_instance(swap64_tile(block_n, dt), dt))
         ops128 = arithmetic(*_instance(SwapAB(block_n, 6, 1, 1), dt))
-        assert ops64 == ops128, (targs, len(ops64), len(ops128))
+        assert ops64 == ops128, (block_n, len(ops64), len(ops128))
 
 
 @needs_nvcc
 @pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
 def test_swap_ab_raw_cluster_compile_without_spills(tmp_path, dt):
-    """swap-AB's cluster raw split (kRawCluster) at every tile its GPU test forces: no spills and no
-    stack; where cuobjdump is at hand, FP8 wgmma, the cluster barrier and loads from a cluster
-    peer's shared memory (the exchange), and no global store but the output's (no workspace)."""
+    """swap-AB's cluster raw split (kRawCluster) at every tile its GPU test forces: no spills and
+    no stack."""
     targs_all = sorted(_raw_cluster_instantiations((dt,)), key=str)
     assert targs_all and all(t[-1] == "true" for _, t in targs_all)
     for variant, targs in targs_all:
-        log = _compile(tmp_path, variant, targs, default_prelude(variant, targs))
-        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-        assert spills and all(sp == ("0", "0") for sp in spills), (targs, log[-2000:])
-        assert "0 bytes stack frame" in log, (targs, log[-2000:])
-        if shutil.which("cuobjdump"):
-            sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "k.cubin")], capture_output=True,
-                                  text=True).stdout
-            assert "QGMMA" in sass and "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass, targs
-            assert "LD.E.128" in sass, targs                        # ld.shared::cluster: a generic 16-byte load
-            assert "RED." not in sass and "ATOM" not in sass, targs                      # no split-K counters
+        _no_spills(_compile(tmp_path, variant, targs, default_prelude(variant, targs)), targs)
+
+
+@needs_sass
+@pytest.mark.parametrize("dt", list(OUT_TYPE_IDS))
+def test_swap_ab_raw_cluster_sass(tmp_path, dt):
+    """swap-AB's cluster raw split at every tile its GPU test forces: FP8 wgmma, the cluster
+    barrier and loads from a cluster peer's shared memory (the exchange), and no global atomics
+    (no split-K counters: no workspace)."""
+    for variant, targs in sorted(_raw_cluster_instantiations((dt,)), key=str):
+        sass = _sass(tmp_path, variant, targs)
+        assert "QGMMA" in sass and "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass, targs
+        assert "LD.E.128" in sass, targs                        # ld.shared::cluster: a generic 16-byte load
+        assert "RED." not in sass and "ATOM" not in sass, targs                      # no split-K counters
 
 
 @needs_nvcc

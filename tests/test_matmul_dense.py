@@ -142,15 +142,19 @@ def test_short_a_box(m, cfg, monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
-@pytest.mark.parametrize("m,n,k", [(300, 1000, 1024), (2000, 4096, 256), (33, 8192, 1152)], ids=str)
+@pytest.mark.parametrize("m,n,k", [(5000, 1000, 1024), (2000, 4096, 256), (33, 24576, 1152)], ids=str)
 def test_sfb_ahead(m, n, k, cfg, monkeypatch):
     """FP8GEMM_DENSE_SFB_AHEAD (lab): the next tile's Bs loaded before this tile's Bs store and
-    barrier. Shapes with more tiles than SMs (each CTA runs several, so the carried Bs is used) and
-    an N tail; against the reference and bitwise the default order's result."""
+    barrier. Shapes with more tiles than SMs at every tile here, 256-row pairs included (each CTA
+    runs several, so the carried Bs is used), and an N tail; against the reference and bitwise the
+    default order's result."""
     import cupy
+
+    from fp8gemm.launcher import sm_count
+    c = Dense(*cfg)
+    assert -(-m // c.block_m) * -(-n // c.block_n) > sm_count(0), "a CTA would run one tile: nothing carried"
     case = random_case(m, n, k, seed=m + 3 * n + k)
     sa = m_major(case.a_scale)
-    c = Dense(*cfg)
     base = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
     monkeypatch.setattr(dense, "SFB_AHEAD_SWITCH", True)
     assert dense.SFB_AHEAD_PRELUDE in c.prelude()

@@ -100,6 +100,12 @@ SWAP_AB = [Gemm(*c, tags=("swap_ab",) + _split(c[4])) for c in [
     (5, 300, 1040, "float32", SwapAB(8, 6, 1, splits=2), "swap-AB, weight box moved up"),
     (50, 300, 1040, "float16", SwapAB(64, 4, 8), "swap-AB, 64-token tiles"),
     (9, 4096, 2064, "bfloat16", SwapAB(16, 4, 8, splits=8), "swap-AB split-K, 256 units: several per CTA"),
+    # since session 45: one consumer warpgroup (64-row tiles), and the raw split as a cluster whose
+    # CTAs read each other's shared memory
+    (9, 300, 1040, "float32", SwapAB(16, 10, 1, 3, 64), "swap-AB 64-row tiles, split"),
+    (20, 1000, 1040, "bfloat16", SwapAB.cluster_tile(16, 8, 1040, "bfloat16"), "swap-AB raw cluster, S=8, empty splits"),
+    (5, 300, 1040, "float32", SwapAB.cluster_tile(8, 3, 1040, "float32", 64),
+     "swap-AB raw cluster, 64-row tiles, S=3, fp32 (4 slots a block)"),
 ]]
 SHORT_K = [Gemm(*c, tags=("short_k",)) for c in [
     (200, 300, 240, "bfloat16", ShortK(128, 128), "short-K, two K blocks (second partial), M/N tails"),
