@@ -114,16 +114,26 @@ def width_ok(block_n: int) -> bool:
 FLAT_MAX_KB = 8
 
 
-def flat_kb_ok(kb: int) -> bool:
-    """Whether a packed As of ``kb`` K blocks per row is read flat (rows not 16-byte multiples)."""
-    return kb % 4 != 0 and kb <= FLAT_MAX_KB
+# Lab switch (FP8GEMM_DENSE_FLAT_WIDE=1, off until measured): a packed As of 4 or 8 K blocks (rows of
+# 16 / 32 bytes, which the {window, rows} box can read) read flat too, as a few 256-float boxes of one
+# contiguous run instead of one box of BLOCK_M short rows (the kernel's kSfaFlatWide). NOTES (session
+# 46, H100, DeepGEMM's tile at 32 x 1536 x 1024 with the short A box): the same tile ran 0.949x
+# DeepGEMM's time with As M-major against 1.039x with our default K-major window.
+FLAT_WIDE_SWITCH = os.environ.get("FP8GEMM_DENSE_FLAT_WIDE", "0") == "1"
 
 
-def sfa_flat(p) -> bool:
+def flat_kb_ok(kb: int, wide: bool | None = None) -> bool:
+    """Whether a packed As of ``kb`` K blocks per row is read flat: rows not 16-byte multiples, or
+    with ``wide`` (None: FLAT_WIDE_SWITCH) any K / 128 up to FLAT_MAX_KB."""
+    wide = FLAT_WIDE_SWITCH if wide is None else wide
+    return kb <= FLAT_MAX_KB and (kb % 4 != 0 or wide)
+
+
+def sfa_flat(p, wide: bool | None = None) -> bool:
     """Whether this problem's As is read flat: K-major, packed (row stride K / 128, or one row),
-    unit K stride, 16-byte aligned base, K / 128 at most FLAT_MAX_KB and not a multiple of 4."""
+    unit K stride, 16-byte aligned base, flat_kb_ok(K / 128, wide)."""
     kb = cdiv(p.k, BLOCK_K)
-    return (flat_kb_ok(kb) and (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0
+    return (flat_kb_ok(kb, wide) and (p.sa_stride_k == 1 or kb == 1) and p.sa_ptr % 16 == 0
             and (p.m == 1 or p.sa_stride_m == kb))
 
 
@@ -169,7 +179,7 @@ def k_major_as_map(p, rows: int):
 def grouped_as_ok(p) -> bool:
     """Whether the grouped mode can read this As: K-major in windows only (its tiles start at a
     group's first row, any row, where a flat run's box cannot start)."""
-    return k_major_as_ok(p) and not sfa_flat(p)
+    return k_major_as_ok(p) and not sfa_flat(p, wide=False)
 
 
 def m_major_as_ok(p) -> bool:
@@ -356,7 +366,9 @@ class Dense(Candidate):
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
         if grouped or sfa_k_major:
             window = cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k)
-            return head + (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
+            tail = (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
+            # kSfaFlatWide: flat where a window could read it (K / 128 = 4 or 8; FLAT_WIDE_SWITCH)
+            return head + tail + (("true",) if sfa_flat and window % 4 == 0 else ())
         return head + ("true",) if self.two_accum else head
 
     def plan(self, p, ldc: int, out_aligned: bool) -> Plan:

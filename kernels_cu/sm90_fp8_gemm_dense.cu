@@ -220,7 +220,8 @@ struct Raster {
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t kNumStages, uint32_t kShapeN, uint32_t kShapeK, int kOutType,
           bool kTmaStore, uint32_t kCluster, bool kMulticastA, uint32_t kGroup, bool kTwoAccum = false,
-          bool kSfaKMajor = false, bool kGrouped = false, uint32_t kSfaWindowK = 4>
+          bool kSfaKMajor = false, bool kGrouped = false, uint32_t kSfaWindowK = 4,
+          bool kSfaFlatWide = false>
 __global__ void __launch_bounds__(dense::Shape<BLOCK_M>::kThreads, 1) FP8GEMM_DENSE_CLUSTER_DIMS(kCluster)
 sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A [M, K], box {128, BLOCK_M}, 128B swizzle
                            const __grid_constant__ TmaDescriptor tmap_b,   // B [N, K], box {128, BLOCK_N}, 128B swizzle
@@ -283,7 +284,10 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // r * kSfaWindow); it comes once per tile as kSfaFlatBoxes boxes of a one-row map over the
     // M * K / 128 floats (TMA zero-fills past the last row's). Its start, a multiple of 64 rows,
     // is a multiple of 256 bytes.
-    constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && kNumKBlocks % 4 != 0;
+    // kSfaFlatWide (lab: dispatch/dense.py's FLAT_WIDE_SWITCH): packed rows of 4 or 8 K blocks read
+    // flat too, a few 256-float boxes instead of one box of BLOCK_M rows of 16 / 32 bytes.
+    constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && (kNumKBlocks % 4 != 0 || kSfaFlatWide);
+    static_assert(!kSfaFlatWide || kSfaFlat, "the wide flat As: the whole K in one window");
     static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaFlat,
                   "K-major windows of 4 or 8 K blocks, or the whole K flat");
     static_assert(!kSfaFlat || (kNumKBlocks <= 8 && !kGrouped), "flat As: K <= 1024 and tiles on 64-row boundaries");

@@ -322,3 +322,23 @@ def test_short_a_box_rows(monkeypatch):
     assert dense.SHORT_A_BOX_PRELUDE not in c.prelude()
     monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
     assert dense.SHORT_A_BOX_PRELUDE in c.prelude() and dense.SHORT_A_BOX_PRELUDE in Dense(256, 128, 3, 2, 1, 8).prelude()
+
+
+def test_flat_wide_switch(monkeypatch):
+    """FP8GEMM_DENSE_FLAT_WIDE (lab, off by default): a packed As of 4 or 8 K blocks is read flat
+    (the kernel's kSfaFlatWide, named only then) under the switch; a padded As keeps its window,
+    K / 128 above 8 is never flat, and the grouped mode keeps its windows either way."""
+    def problem(k, stride_m, m=100):
+        return SimpleNamespace(m=m, k=k, sa_ptr=256, sa_stride_m=stride_m, sa_stride_k=1)
+    c = Dense(64, 16, 15, 1, 0, 8, 1)
+    assert not dense.FLAT_WIDE_SWITCH and not dense.sfa_flat(problem(1024, 8)) and dense.sfa_flat(problem(768, 6))
+    assert len(c.template_args(1536, 1024, "bfloat16", True, True)) == 14
+    monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", True)
+    assert dense.sfa_flat(problem(1024, 8)) and dense.sfa_flat(problem(512, 4)) and dense.sfa_flat(problem(1000, 8))
+    assert not dense.sfa_flat(problem(1024, 12)) and not dense.sfa_flat(problem(2048, 16))
+    assert dense.grouped_as_ok(problem(1024, 8)) and dense.grouped_as_ok(problem(512, 4))
+    wide = c.template_args(1536, 1024, "bfloat16", True, True, sfa_flat=True)
+    assert wide[-2:] == (8, "true") and wide[:-1] == c.template_args(1536, 1024, "bfloat16", True, True, sfa_flat=True)[:-1]
+    assert c.template_args(1536, 512, "bfloat16", True, True, sfa_flat=True)[-2:] == (4, "true")
+    assert c.template_args(1536, 768, "bfloat16", True, True, sfa_flat=True)[-1] == 6      # flat already: no flag
+    assert c.template_args(1536, 1024, "bfloat16", True, True)[-1] == 8                    # the window

@@ -110,6 +110,33 @@ def test_forced_k_major_flat(m, n, k, cfg):
     check(out, case)
 
 
+# Packed As rows of 4 and 8 K blocks (16 / 32 bytes) read flat under FP8GEMM_DENSE_FLAT_WIDE: M tails,
+# a K tail (1000: 8 blocks), one row tile and less.
+FLAT_WIDE_SHAPES = [(100, 1000, 512), (300, 1536, 1024), (4100, 1544, 1000), (33, 4096, 1024), (1, 256, 512)]
+
+
+@K_MAJOR
+@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m,n,k", FLAT_WIDE_SHAPES, ids=str)
+def test_forced_flat_wide(m, n, k, cfg, monkeypatch):
+    """FP8GEMM_DENSE_FLAT_WIDE (lab): the packed As of 4 or 8 K blocks read as one run (kSfaFlatWide)
+    instead of a window; the As inside a NaN-filled buffer, 16 bytes in (a box past its M * K / 128
+    floats would put NaN into the sum); against the reference and bitwise the window's result."""
+    import cupy
+    case = random_case(m, n, k, seed=m + 5 * n + k)
+    kb = case.a_scale.shape[1]
+    buf = cupy.full((m * kb + 4 + 256,), np.nan, dtype=cupy.float32)
+    sa = buf[4:4 + m * kb].reshape(m, kb)
+    sa[...] = case.a_scale
+    c = Dense(*cfg)
+    window = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
+    monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", True)
+    assert dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=sa.data.ptr, sa_stride_m=kb, sa_stride_k=1))
+    out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)
+    check(out, case)
+    assert bool((cupy.asarray(out).view(cupy.uint16) == window).all()), "the wide flat As gives other bits"
+
+
 # below one row tile: 64-row tiles (one and two accumulators), 128 and 256 rows, pairs sharing A
 # (the short box multicast) and B, a straddling width
 SHORT_BOX_CONFIGS = [(64, 16, 15, 1, 0, 8, 1), (64, 32, 16, 1, 0, 8), (128, 128, 5, 1, 1, 8), (256, 128, 3, 2, 1, 8),
