@@ -87,6 +87,17 @@ FLAT_SHAPES = [(100, 136, 256), (300, 1000, 384), (257, 520, 640), (1000, 4096, 
                (65, 300, 208), (129, 256, 768), (513, 264, 128)]
 
 
+def packed_as_in_nan(case):
+    """(As, K / 128): the case's packed As copied 16 bytes into a NaN-filled buffer (a box reading
+    past its M * K / 128 floats puts NaN into the sum)."""
+    import cupy
+    m, kb = case.a_scale.shape
+    buf = cupy.full((m * kb + 4 + 256,), np.nan, dtype=cupy.float32)
+    sa = buf[4:4 + m * kb].reshape(m, kb)
+    sa[...] = case.a_scale
+    return sa, kb
+
+
 # every tile height, pairs sharing A (the As run multicast) and B, straddling widths, two
 # accumulators (each (N, K) is its own compile: N and K are template arguments)
 FLAT_CONFIGS = [CONFIGS[i] for i in (0, 1, 2, 3, 5, 6, 10, 13, 16, 17)]
@@ -99,12 +110,8 @@ def test_forced_k_major_flat(m, n, k, cfg):
     """Our quantizer's packed As where K / 128 (at most 8) is not a multiple of 4: the kernel
     reads the tile's rows as one run (kSfaFlat). The As lies inside a NaN-filled buffer, 16 bytes
     in: a box reading past its M * K / 128 floats would put NaN into the sum."""
-    import cupy
     case = random_case(m, n, k, seed=m + 7 * n + k)
-    kb = case.a_scale.shape[1]
-    buf = cupy.full((m * kb + 4 + 256,), np.nan, dtype=cupy.float32)
-    sa = buf[4:4 + m * kb].reshape(m, kb)
-    sa[...] = case.a_scale
+    sa, kb = packed_as_in_nan(case)
     assert dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=sa.data.ptr, sa_stride_m=kb, sa_stride_k=1))
     out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=Dense(*cfg))
     check(out, case)
@@ -124,10 +131,7 @@ def test_forced_flat_wide(m, n, k, cfg, monkeypatch):
     floats would put NaN into the sum); against the reference and bitwise the window's result."""
     import cupy
     case = random_case(m, n, k, seed=m + 5 * n + k)
-    kb = case.a_scale.shape[1]
-    buf = cupy.full((m * kb + 4 + 256,), np.nan, dtype=cupy.float32)
-    sa = buf[4:4 + m * kb].reshape(m, kb)
-    sa[...] = case.a_scale
+    sa, kb = packed_as_in_nan(case)
     c = Dense(*cfg)
     window = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
     monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", True)
