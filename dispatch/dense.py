@@ -54,9 +54,12 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # one-wave unpaired gap was the cluster launch, not the loop (whose SASS matched DeepGEMM's).
 IMPLICIT_CLUSTER_SWITCH = os.environ.get("FP8GEMM_DENSE_IMPLICIT_CLUSTER", "1") != "0"
 IMPLICIT_CLUSTER_PRELUDE = "#define FP8GEMM_DENSE_IMPLICIT_CLUSTER 1\n"
-# Lab switch (FP8GEMM_DENSE_SHORT_A_BOX=1, off until measured): below one row tile the A map's box
-# is round_up(M, 8) rows, not block_m (the kernel's FP8GEMM_DENSE_SHORT_A_BOX says why; a_box_rows).
-SHORT_A_BOX_SWITCH = os.environ.get("FP8GEMM_DENSE_SHORT_A_BOX", "0") == "1"
+# Below one row tile the A map's box is round_up(M, 8) rows, not block_m (the kernel's
+# FP8GEMM_DENSE_SHORT_A_BOX says why; a_box_rows). On by default since session 47: H100, same process
+# (bench/NOTES.md, session 46), our time / DeepGEMM's 1.267 -> 1.051 at 32 x 1536 x 1024, 1.042 ->
+# 0.952 at 24 x 4096 x 4096; the 25 trace shapes DeepGEMM led geomean 0.91x -> 0.95x, tiles of
+# M >= block_m rows unchanged. FP8GEMM_DENSE_SHORT_A_BOX=0 gives the full box (lab A/B).
+SHORT_A_BOX_SWITCH = os.environ.get("FP8GEMM_DENSE_SHORT_A_BOX", "1") != "0"
 SHORT_A_BOX_PRELUDE = "#define FP8GEMM_DENSE_SHORT_A_BOX 1\n"
 # Lab switch (FP8GEMM_DENSE_SFB_AHEAD=1, off until measured): the next tile's Bs load before this
 # tile's Bs store and barrier (the kernel's FP8GEMM_DENSE_SFB_AHEAD; a CPU SASS walk, session 44:

@@ -196,7 +196,7 @@ struct Raster {
 #else
 #define FP8GEMM_DENSE_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
 #endif
-// FP8GEMM_DENSE_SHORT_A_BOX (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SHORT_A_BOX=1):
+// FP8GEMM_DENSE_SHORT_A_BOX (a prelude dispatch/dense.py adds by default; =0 in the environment: the full box):
 // where M is below one row tile (and not grouped) the host's A map has a box of round_up(M, 8) rows
 // (dispatch/dense.py: a_box_rows) and the full barrier expects that many bytes, so no stage carries
 // out-of-bounds A rows (a 64-row box at M = 32 moves 8 KiB a stage for 4 KiB of A). DeepGEMM takes

@@ -1,3 +1,4 @@
+import os
 """CPU: the dense kernel's host descriptor (dispatch/dense.py): its validity rules, template
 arguments, shared-memory sum and grid, the As layouts it reads (and the fallback for those it
 cannot), and the tuner's candidates."""
@@ -311,10 +312,12 @@ def test_fallback_model(monkeypatch):
 
 
 def test_short_a_box_rows(monkeypatch):
-    """FP8GEMM_DENSE_SHORT_A_BOX (lab, off by default): the A box is round_up(M, 8) rows below one
+    """FP8GEMM_DENSE_SHORT_A_BOX (on by default, =0 off): the A box is round_up(M, 8) rows below one
     row tile, block_m from one row tile up or with the switch off; the prelude names it only
     under the switch (the kernel's full barrier expects the box the plan encodes from it)."""
-    assert not dense.SHORT_A_BOX_SWITCH
+    if os.environ.get("FP8GEMM_DENSE_SHORT_A_BOX") is None:
+        assert dense.SHORT_A_BOX_SWITCH
+    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", False)
     assert [dense.a_box_rows(m, 64, True) for m in (1, 5, 8, 32, 33, 63, 64, 65, 1000)] == [8, 8, 8, 32, 40, 64, 64, 64, 64]
     assert [dense.a_box_rows(m, 256, True) for m in (100, 200, 255, 256)] == [104, 200, 256, 256]
     assert dense.a_box_rows(5, 64, False) == 64

@@ -151,7 +151,7 @@ SHORT_BOX_CONFIGS = [(64, 16, 15, 1, 0, 8, 1), (64, 32, 16, 1, 0, 8), (128, 128,
 @pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
 @pytest.mark.parametrize("m", [1, 5, 32, 33, 100, 200])
 def test_short_a_box(m, cfg, monkeypatch):
-    """FP8GEMM_DENSE_SHORT_A_BOX (lab): below one row tile the A box is round_up(M, 8) rows and the
+    """FP8GEMM_DENSE_SHORT_A_BOX (the default): below one row tile the A box is round_up(M, 8) rows and the
     rows past it keep stale shared memory, which must reach no stored row. A inside a NaN-filled
     buffer, the output inside one; against the reference and bitwise the full box's result."""
     import cupy
@@ -160,6 +160,8 @@ def test_short_a_box(m, cfg, monkeypatch):
     case = random_case(m, n, k, seed=m + 11)
     a, _ = poisoned(case.a, FP8_NAN, pad_rows=16, pad_cols=32)
     c = Dense(*cfg)
+    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", False)       # the full box's bits first
+    assert dense.SHORT_A_BOX_PRELUDE not in c.prelude()
     full = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c)).view(cupy.uint16)
     monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
     assert dense.SHORT_A_BOX_PRELUDE in c.prelude()
