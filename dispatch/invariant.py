@@ -69,23 +69,25 @@ each K block's raw accumulator and promotes them all in order at the end does no
 (swap-AB's raw split, RAW_SPLIT below; forced only until its GPU test has run; bench/NOTES.md,
 session 42).
 
-64-row swap-AB tiles (SWAP64, FP8GEMM_BATCH_INVARIANT_SWAP64=1; off until its GPU test has run):
+64-row swap-AB tiles (SWAP64; on by default since session 47, FP8GEMM_BATCH_INVARIANT_SWAP64=0 off):
 at M <= SMALL_M_MAX the small-M rule may also take unsplit swap-AB tiles of 64 weight rows (one
 consumer warpgroup): twice the CTAs over N where the default splits K and the mode may not. A
 row's bits should be the mode's by the m64 argument above, as for the general kernel's 64-row
 tiles: each warpgroup runs the same wgmma chain and promotion on its own 64 rows whatever the
 tile height (the compiled kernels' float arithmetic is the 128-row tile's, opcode for opcode:
-tests/test_kernels_compile.py). Neither its bits (tests/test_batch_invariant.py:
-test_swap64_gives_the_same_bits) nor its time has been measured.
+tests/test_kernels_compile.py). Measured: its bits (tests/test_batch_invariant.py:
+test_swap64_gives_the_same_bits, H100 session 46; the whole file with SWAP64 and RAW_CLUSTER on,
+H200 session 47) and its time (H100, fp8gemm-bench --quick --batch-invariant: the mode's time over
+the default's at M <= 64 1.245 -> 1.175, with RAW_CLUSTER as well 1.153; bench/NOTES.md, session 46).
 
-The cluster raw split (RAW_CLUSTER, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1; off until its GPU test
-has run): the raw split's arithmetic (each K block's raw wgmma accumulator promoted in block order
+The cluster raw split (RAW_CLUSTER; on by default since session 47, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=0
+off): the raw split's arithmetic (each K block's raw wgmma accumulator promoted in block order
 from +0 with the unsplit loop's FMUL and FFMA) with the S <= 8 splits of a tile one thread-block
 cluster that exchanges the raw slots through distributed shared memory, each CTA promoting and
 storing 1/S of the tile. A row's bits should be the unsplit swap-AB tile's of the same height (the
-per-block wgmma results do not depend on which CTA ran the block); neither that
-(tests/test_batch_invariant.py: test_raw_cluster_gives_the_same_bits) nor its time has been
-measured, and its cost model's exchange term is an estimate.
+per-block wgmma results do not depend on which CTA ran the block): measured as SWAP64's above
+(test_raw_cluster_gives_the_same_bits; the whole file with both on); its cost model's exchange term
+is still an estimate.
 """
 from __future__ import annotations
 
@@ -205,15 +207,15 @@ RAW_SPLIT_ENV = "FP8GEMM_BATCH_INVARIANT_RAW_SPLIT"
 RAW_SPLIT = os.environ.get(RAW_SPLIT_ENV, "").strip() == "1"
 DENSE_DTYPES = ("bfloat16", "float16")     # the dense kernel promotes per K block: not fp32's fine mode
 
-# 64-row swap-AB tiles (FP8GEMM_BATCH_INVARIANT_SWAP64=1, off until its GPU test has run: module
+# 64-row swap-AB tiles (on by default since session 47, FP8GEMM_BATCH_INVARIANT_SWAP64=0 off: module
 # docstring): at M <= SMALL_M_MAX the small-M rule may also take them, unsplit, modelled as the
 # general kernel's 64-row tiles are (general.cost_us with block_m=64: one consumer's stream rate)
 # on their ring (general.ring64_stages).
 SWAP64_ENV = "FP8GEMM_BATCH_INVARIANT_SWAP64"
-SWAP64 = os.environ.get(SWAP64_ENV, "").strip() == "1"
+SWAP64 = os.environ.get(SWAP64_ENV, "").strip() != "0"
 
-# The cluster raw split (FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1, off until its GPU test has run:
-# tests/test_batch_invariant.py, test_raw_cluster_gives_the_same_bits): at M <= SMALL_M_MAX the
+# The cluster raw split (on by default since session 47, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=0 off;
+# its bits: tests/test_batch_invariant.py, test_raw_cluster_gives_the_same_bits): at M <= SMALL_M_MAX the
 # small-M rule may also take swap-AB tiles whose S <= 8 K splits run as one cluster, keep their
 # raw accumulators in shared memory and each promote 1/S of the tile over every K block in order
 # (the kernel's kRawCluster): the raw split's bits (the unsplit tile's) without its workspace
@@ -222,7 +224,7 @@ SWAP64 = os.environ.get(SWAP64_ENV, "").strip() == "1"
 # memory at RAW_CLUSTER_DSMEM_BYTES_PER_US: both ESTIMATES, not fitted to any run (issue 57's
 # study put the exchange at +0.3-1.0 us over the ordinary split).
 RAW_CLUSTER_ENV = "FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER"
-RAW_CLUSTER = os.environ.get(RAW_CLUSTER_ENV, "").strip() == "1"
+RAW_CLUSTER = os.environ.get(RAW_CLUSTER_ENV, "").strip() != "0"
 RAW_CLUSTER_EXCHANGE_US = 0.4         # estimate: two cluster barriers, the scale loads' first trip
 RAW_CLUSTER_DSMEM_BYTES_PER_US = 100e3   # estimate: one SM's reads of its peers' shared memory
 

@@ -68,11 +68,14 @@ def test_one_candidate_for_every_m(monkeypatch, dtype):
     """plan_problem in the mode, small-M tiles off (FP8GEMM_BATCH_INVARIANT_SMALL_M=0): the same
     general-kernel configuration for every M of the sweep, 128-row tiles, splits=1 (no split, no
     tail split: every unit runs all of K), valid and within shared memory. On (the default): that
-    configuration for every M above SMALL_M_MAX, and below it unsplit tiles that run all of K too.
-    The default mode switches kernels over the same sweep."""
+    configuration for every M above SMALL_M_MAX, and below it unsplit tiles that run all of K too;
+    with SWAP64 and RAW_CLUSTER (the defaults) also their forms below SMALL_M_MAX. The default mode
+    switches kernels over the same sweep."""
     plan = _planned(monkeypatch)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "SWAP64", False)
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", False)
     for n, k in NK:
         cands = {plan(m, n, k, dtype) for m in M_SWEEP}
         assert len(cands) == 1, (n, k, dtype, cands)
@@ -90,6 +93,27 @@ def test_one_candidate_for_every_m(monkeypatch, dtype):
             c = plan(m, n, k, dtype)
             assert "batch-invariant" in c.reason
             _whole_k(c, m, n, k, dtype)
+    # SWAP64 and RAW_CLUSTER on (the defaults): above SMALL_M_MAX still the one tile; below it
+    # also unsplit 64-row swap-AB tiles, or cluster raw splits (whose units run a share of K but
+    # promote every K block's raw accumulator in order: the unsplit tile's bits)
+    monkeypatch.setattr(invariant, "SWAP64", True)
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", True)
+    forms = set()
+    for n, k in NK:
+        large = {plan(m, n, k, dtype) for m in M_SWEEP if m > invariant.SMALL_M_MAX}
+        assert large == {invariant_candidate(n, k, dtype)}, (n, k, dtype, large)
+        for m in M_SWEEP:
+            c = plan(m, n, k, dtype)
+            assert "batch-invariant" in c.reason and is_valid(GemmDesc(m, n, k, dtype), c), (m, n, k, c)
+            if getattr(c, "raw_cluster", 0):
+                assert isinstance(c, SwapAB) and 2 <= c.splits <= 8 and not c.raw_split, (m, n, k, c)
+                forms.add("raw cluster")
+            elif isinstance(c, SwapAB) and c.block_m == 64:
+                assert c.splits == 1 and not c.raw_split, (m, n, k, c)
+                forms.add("swap 64")
+            else:
+                _whole_k(c, m, n, k, dtype)
+    assert forms, "neither form is ever picked: the switches' rule test says where they should be"
     n, k = 4096, 4096
     default = {plan(m, n, k, dtype, False).variant for m in M_SWEEP}
     assert len(default) > 1          # the default mode picks by M: the mode matters
@@ -115,6 +139,8 @@ def test_small_m_tiles_rule(monkeypatch):
     plan = _planned(monkeypatch)
     ms = (1, 5, 16, 64, 200, 256, 257, 4096)
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "SWAP64", False)          # their own rules: test_swap64_rule, test_raw_cluster_rule
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", False)
     monkeypatch.setattr(invariant, "SMALL_M_TILES", False)
     for n, k in NK:
         for m in ms:
@@ -147,6 +173,8 @@ def test_raw_split_rule(monkeypatch):
     per tile, K block and promotion group)."""
     from types import SimpleNamespace
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", False)       # the raw split alone (the cluster form: its own rule)
+    monkeypatch.setattr(invariant, "SWAP64", False)
     monkeypatch.setattr(invariant, "RAW_SPLIT", False)
     assert mode_candidate(1, 512, 4096, "bfloat16").splits == 1
     monkeypatch.setattr(invariant, "RAW_SPLIT", True)
@@ -169,10 +197,10 @@ def test_raw_split_rule(monkeypatch):
 
 
 def test_raw_cluster_rule(monkeypatch):
-    """FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=1: at small M the mode may take swap-AB tiles whose S
+    """RAW_CLUSTER (on by default, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=0 off): at small M the mode may take swap-AB tiles whose S
     <= 8 K splits run as one cluster (SwapAB.raw_cluster, on the ring cluster_tile gives it beside
-    the raw slots), costed by raw_cluster_cost_us (an estimate: cost_us plus the exchange); off
-    (the default), never. Every pick is valid, above SMALL_M_MAX the mode's one tile."""
+    the raw slots), costed by raw_cluster_cost_us (an estimate: cost_us plus the exchange); off,
+    never (SWAP64 as it is: the 64-row cluster tiles need it). Every pick is valid, above SMALL_M_MAX the mode's one tile."""
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     monkeypatch.setattr(invariant, "RAW_SPLIT", False)
     monkeypatch.setattr(invariant, "RAW_CLUSTER", False)
@@ -202,11 +230,12 @@ def test_raw_cluster_rule(monkeypatch):
 
 
 def test_swap64_rule(monkeypatch):
-    """FP8GEMM_BATCH_INVARIANT_SWAP64=1: at M <= SMALL_M_MAX the small-M rule may also take unsplit
+    """SWAP64 (on by default, FP8GEMM_BATCH_INVARIANT_SWAP64=0 off): at M <= SMALL_M_MAX the small-M rule may also take unsplit
     64-row swap-AB tiles, costed as the general kernel's 64-row tiles (general.cost_us, block_m 64)
     on their ring (ring64_stages), where that is the least modelled time; every other pick and
-    every M above SMALL_M_MAX as with the switch off (the default), which never takes them."""
+    every M above SMALL_M_MAX as with the switch off, which never takes them (RAW_CLUSTER off here)."""
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
+    monkeypatch.setattr(invariant, "RAW_CLUSTER", False)       # SWAP64 alone (with it, 64-row cluster tiles too)
     monkeypatch.setattr(invariant, "SWAP64", False)
     ms = (1, 7, 16, 32, 64, 65, 200, 256, 257, 4096)
     off = {(m, n, k, dt): mode_candidate(m, n, k, dt) for n, k in NK for m in ms for dt in DTYPES}
@@ -262,7 +291,9 @@ def test_default_picks_rule(monkeypatch):
             same += 1
         if dtype == "float32":
             assert type(c).__name__ not in ("Dense", "Wg3"), (m, n, k, c)
-        assert getattr(c, "splits", 1) == 1, (m, n, k, dtype, c)
+        # unsplit, or the cluster raw split (each K block's raw accumulator promoted in order: the
+        # unsplit tile's bits, test_raw_cluster_gives_the_same_bits)
+        assert getattr(c, "splits", 1) == 1 or getattr(c, "raw_cluster", 0), (m, n, k, dtype, c)
     assert {"Dense", "SwapAB", "ShortK", "Wg3"} <= kinds and same > 0, kinds   # it matters, not everywhere
     dense = next((m, n, k) for (m, n, k, dtype) in off if dtype == "bfloat16"
                  and type(plan(m, n, k, dtype)).__name__ == "Dense")
@@ -296,13 +327,13 @@ def test_default_pick_keeps_bits():
     ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "0", False), ("DEFAULT_PICKS_ENV", "DEFAULT_PICKS", "off", False),
     ("RAW_SPLIT_ENV", "RAW_SPLIT", None, False), ("RAW_SPLIT_ENV", "RAW_SPLIT", "1", True),
     ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False),
-    ("SWAP64_ENV", "SWAP64", None, False), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False),
-    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", None, False), ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "1", True),
+    ("SWAP64_ENV", "SWAP64", None, True), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False),
+    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", None, True), ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "1", True),
     ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "0", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
     FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT, _SWAP64 and _RAW_CLUSTER: on only where it is 1."""
+    FP8GEMM_BATCH_INVARIANT_SWAP64 and _RAW_CLUSTER: on unless it is 0; _RAW_SPLIT: on only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:

@@ -372,9 +372,11 @@ def test_invalid_candidates_rejected():
 
 
 def test_explain_names_the_choice():
-    s = explain(4096, 4096, 4096)
-    assert "sm90_fp8_gemm_general" in s and "block_n=128" in s and "smem" in s
-    assert "sm90_fp8_gemm_swap_ab block_n=" in explain(1, 8192, 4096)
+    # the shipped table's pick (it changes with each retune): its kernel and tile, shared memory, why
+    for m, n, k in ((4096, 4096, 4096), (1, 8192, 4096)):
+        s, c = explain(m, n, k), select(m, n, k)
+        assert c.describe() in s and f"smem {c.smem_bytes('bfloat16')} B" in s and c.reason in s, (s, c)
+        assert s.startswith(f"M={m} N={n} K={k} bfloat16: sm90_fp8_gemm_"), s
     assert "swap-AB" in explain(1, 8192, 4096, gpu=NO_TABLE)        # the fallback says why
     assert "gemv (M=1 <= 8" in explain(1, 4096, 4096, gpu=NO_TABLE)
 

@@ -118,8 +118,8 @@ def test_forced_k_major_flat(m, n, k, cfg):
 
 
 # Packed As rows of 4 and 8 K blocks (16 / 32 bytes) read flat under FP8GEMM_DENSE_FLAT_WIDE: M tails,
-# a K tail (1000: 8 blocks), one row tile and less.
-FLAT_WIDE_SHAPES = [(100, 1000, 512), (300, 1536, 1024), (4100, 1544, 1000), (33, 4096, 1024), (1, 256, 512)]
+# a K tail (1008: 8 blocks, the last 112 wide), one row tile and less.
+FLAT_WIDE_SHAPES = [(100, 1000, 512), (300, 1536, 1024), (4100, 1544, 1008), (33, 4096, 1024), (1, 256, 512)]
 
 
 @K_MAJOR
