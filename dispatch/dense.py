@@ -117,12 +117,14 @@ def width_ok(block_n: int) -> bool:
 FLAT_MAX_KB = 8
 
 
-# Lab switch (FP8GEMM_DENSE_FLAT_WIDE=1, off until measured): a packed As of 4 or 8 K blocks (rows of
-# 16 / 32 bytes, which the {window, rows} box can read) read flat too, as a few 256-float boxes of one
-# contiguous run instead of one box of BLOCK_M short rows (the kernel's kSfaFlatWide). NOTES (session
-# 46, H100, DeepGEMM's tile at 32 x 1536 x 1024 with the short A box): the same tile ran 0.949x
-# DeepGEMM's time with As M-major against 1.039x with our default K-major window.
-FLAT_WIDE_SWITCH = os.environ.get("FP8GEMM_DENSE_FLAT_WIDE", "0") == "1"
+# A packed As of 4 or 8 K blocks (rows of 16 / 32 bytes, which the {window, rows} box can read) is
+# read flat too, as a few 256-float boxes of one contiguous run instead of one box of BLOCK_M short
+# rows (the kernel's kSfaFlatWide); the same bits (tests/test_matmul_dense.py: test_forced_flat_wide).
+# On by default since session 47: H100, our table's dense picks at the 12 trace shapes DeepGEMM led
+# on the H200 (K = 1024, M 24-158), same process as DeepGEMM: our time 10-18% lower (e.g. 48 x 4096 x
+# 1024 4.80 -> 3.94 us), DeepGEMM's time / ours geomean 0.91x -> 1.06x (bench/NOTES.md, session 47).
+# FP8GEMM_DENSE_FLAT_WIDE=0 gives the window (lab A/B).
+FLAT_WIDE_SWITCH = os.environ.get("FP8GEMM_DENSE_FLAT_WIDE", "1") != "0"
 
 
 def flat_kb_ok(kb: int, wide: bool | None = None) -> bool:

@@ -5,8 +5,14 @@
 #   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 #   SUITE_FILES: the suite's test files (default: all of tests/)
+#   STATE, TABLE_IN: an earlier call's tune.state.json and table (carried) to go on from
+#   $OUT gets the table, tune.state.json and logs.tgz (every log, csv and json of the parts)
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy_cache} XLA_PYTHON_CLIENT_PREALLOCATE=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# A call returns at most 8 files from $OUT: every log, csv and json goes to $W, and save() puts the
+# table and one archive of $W into $OUT after each part (a call cut short keeps what had run).
+W=$(mktemp -d /tmp/w.XXXX); FINAL_OUT=$OUT
+save() { [ -s "$W/$tag.json" ] && cp "$W/$tag.json" "$FINAL_OUT/"; [ -s "$W/tune.state.json" ] && cp "$W/tune.state.json" "$FINAL_OUT/"; tar czf "$FINAL_OUT/logs.tgz" -C "$W" . ; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3
 python3 -m fp8gemm.bench.provenance . 2>/dev/null | grep -E "source_hash"
@@ -14,40 +20,48 @@ tag=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE "H
 if [ -n "$TUNE_ON" ] && { [ "$tag" = "$TUNE_ON" ] || [ "$TUNE_ON" = any ]; }; then   # retune this GPU's table first; the suite then runs on it
   # a budget inside the timeout, and --update over the shipped table: a tune cut short still writes a
   # whole table (the shapes it did not reach keep their shipped entries)
-  cp "dispatch/$tag.json" "$OUT/$tag.json"
-  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$OUT/$tag.json" --state "$OUT/tune.state.json" --update \
-    --budget-minutes $(awk "BEGIN{print ${TUNE_S:-150} * 0.55 / 60}") --warm-workers 12 > "$OUT/tune.log" 2>&1
-  echo "tune rc=$?"; tail -2 "$OUT/tune.log" | cut -c1-200; grep -o '"stopped": "[^"]*"' "$OUT/$tag.json"
-  [ -s "$OUT/$tag.json" ] && export FP8GEMM_TABLE="$OUT/$tag.json"
+  cp "${TABLE_IN:-dispatch/$tag.json}" "$W/$tag.json"
+  [ -n "$STATE" ] && cp "$STATE" "$W/tune.state.json"     # go on from an earlier call's tuner state
+  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$W/$tag.json" --state "$W/tune.state.json" --update \
+    --budget-minutes $(awk "BEGIN{print ${TUNE_S:-150} * 0.55 / 60}") --warm-workers 12 > "$W/tune.log" 2>&1
+  echo "tune rc=$?"; tail -2 "$W/tune.log" | cut -c1-200; grep -o '"stopped": "[^"]*"' "$W/$tag.json"
+  [ -s "$W/$tag.json" ] && export FP8GEMM_TABLE="$W/$tag.json"
 fi
+save
 if [ "${SUITE_S:-230}" != 0 ]; then
   # -v: a call cut short still names what failed (xdist prints "[gwN] [ pp%] FAILED tests/...")
   # SUITE_FILES: only these test files (a short call), else the whole suite
   timeout ${SUITE_S:-230} python3 -m pytest ${SUITE_FILES:-tests} -v -rs -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
-    > "$OUT/suite.log" 2>&1; echo "suite rc=$?"; grep -E " FAILED | ERROR |^FAILED|^ERROR" "$OUT/suite.log" | head -20
-  grep -cE " PASSED " "$OUT/suite.log"; tail -1 "$OUT/suite.log" | cut -c1-200
+    > "$W/suite.log" 2>&1; echo "suite rc=$?"; grep -E " FAILED | ERROR |^FAILED|^ERROR" "$W/suite.log" | head -20
+  grep -cE " PASSED " "$W/suite.log"; tail -1 "$W/suite.log" | cut -c1-200
 fi
+save
 if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}" != 000 ]; then   # DeepGEMM only where a part times it
-  . .peers/deepgemm/build.sh > "$OUT/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$OUT/deepgemm_build.log"
+  . .peers/deepgemm/build.sh > "$W/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$W/deepgemm_build.log"
 fi
+save
 if [ "${UNSEEN_S:-200}" != 0 ]; then
-  timeout ${UNSEEN_S:-200} python3 -m fp8gemm.bench --unseen --peers deepgemm --iters 10 --csv "$OUT/unseen.csv" \
-    > "$OUT/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$OUT/unseen.log" | cut -c1-200; tail -3 "$OUT/unseen.log" | cut -c1-160
+  timeout ${UNSEEN_S:-200} python3 -m fp8gemm.bench --unseen --peers deepgemm --iters 10 --csv "$W/unseen.csv" \
+    > "$W/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$W/unseen.log" | cut -c1-200; tail -3 "$W/unseen.log" | cut -c1-160
 fi
+save
 if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with the raw split (the small-M rule may take it)
   for r in 0 1; do
     FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=$r timeout $BIQ_S python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
-      --iters 10 --csv "$OUT/bi_quick_raw$r.csv" > "$OUT/bi_quick_raw$r.log" 2>&1; echo "bi quick raw=$r rc=$?"
-    grep -A1 "batch-invariant mode" "$OUT/bi_quick_raw$r.log" | tail -1 | cut -c1-200
+      --iters 10 --csv "$W/bi_quick_raw$r.csv" > "$W/bi_quick_raw$r.log" 2>&1; echo "bi quick raw=$r rc=$?"
+    grep -A1 "batch-invariant mode" "$W/bi_quick_raw$r.log" | tail -1 | cut -c1-200
   done
 fi
+save
 if [ "${TRACE_S:-0}" != 0 ]; then   # the trace with the table in use (the retuned one where TUNE_ON took)
-  timeout $TRACE_S python3 -m fp8gemm.bench --peers deepgemm --iters 10 --csv "$OUT/trace.csv" \
-    > "$OUT/trace.log" 2>&1; echo "trace rc=$?"; grep -A3 "^Summary" "$OUT/trace.log" | cut -c1-200
+  timeout $TRACE_S python3 -m fp8gemm.bench --peers deepgemm --iters 10 --csv "$W/trace.csv" \
+    > "$W/trace.log" 2>&1; echo "trace rc=$?"; grep -A3 "^Summary" "$W/trace.log" | cut -c1-200
 fi
+save
 if [ "${MODEL_S:-150}" != 0 ]; then   # the trace with no table: the fallback model alone
   echo '{"entries": []}' > /tmp/empty_table.json
   FP8GEMM_TABLE=/tmp/empty_table.json timeout ${MODEL_S:-150} python3 -m fp8gemm.bench --peers deepgemm --iters 10 \
-    --csv "$OUT/trace_model.csv" > "$OUT/trace_model.log" 2>&1; echo "trace, model alone rc=$?"
-  grep -A3 "^Summary" "$OUT/trace_model.log" | cut -c1-200
+    --csv "$W/trace_model.csv" > "$W/trace_model.log" 2>&1; echo "trace, model alone rc=$?"
+  grep -A3 "^Summary" "$W/trace_model.log" | cut -c1-200
 fi
+save

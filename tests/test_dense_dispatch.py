@@ -328,9 +328,12 @@ def test_short_a_box_rows(monkeypatch):
 
 
 def test_flat_wide_switch(monkeypatch):
-    """FP8GEMM_DENSE_FLAT_WIDE (lab, off by default): a packed As of 4 or 8 K blocks is read flat
+    """FP8GEMM_DENSE_FLAT_WIDE (on by default, =0 off): a packed As of 4 or 8 K blocks is read flat
     (the kernel's kSfaFlatWide, named only then) under the switch; a padded As keeps its window,
     K / 128 above 8 is never flat, and the grouped mode keeps its windows either way."""
+    if os.environ.get("FP8GEMM_DENSE_FLAT_WIDE") is None:
+        assert dense.FLAT_WIDE_SWITCH
+    monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", False)
     def problem(k, stride_m, m=100):
         return SimpleNamespace(m=m, k=k, sa_ptr=256, sa_stride_m=stride_m, sa_stride_k=1)
     c = Dense(64, 16, 15, 1, 0, 8, 1)

@@ -481,7 +481,7 @@ def test_dense_sfb_ahead_prelude(tmp_path, monkeypatch, cfg, n, grouped):
 @pytest.mark.parametrize("cfg,n,k", [((64, 16, 15, 1, 0, 8, 1), 1536, 1024), ((256, 128, 3, 2, 1, 8), 4096, 512),
                                      ((128, 96, 5, 1, 1, 8), 1000, 1024)], ids=str)
 def test_dense_flat_wide_compiles(tmp_path, cfg, n, k):
-    """FP8GEMM_DENSE_FLAT_WIDE (lab): the wide flat As (kSfaFlatWide) compiles without spills or
+    """FP8GEMM_DENSE_FLAT_WIDE (on by default): the wide flat As (kSfaFlatWide) compiles without spills or
     stack for a two-accumulator 64-row tile, 256-row pairs sharing A and a straddling width."""
     c = Dense(*cfg)
     targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, sfa_flat=True)

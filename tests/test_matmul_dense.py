@@ -117,7 +117,7 @@ def test_forced_k_major_flat(m, n, k, cfg):
     check(out, case)
 
 
-# Packed As rows of 4 and 8 K blocks (16 / 32 bytes) read flat under FP8GEMM_DENSE_FLAT_WIDE: M tails,
+# Packed As rows of 4 and 8 K blocks (16 / 32 bytes) read flat (FP8GEMM_DENSE_FLAT_WIDE, the default): M tails,
 # a K tail (1008: 8 blocks, the last 112 wide), one row tile and less.
 FLAT_WIDE_SHAPES = [(100, 1000, 512), (300, 1536, 1024), (4100, 1544, 1008), (33, 4096, 1024), (1, 256, 512)]
 
@@ -126,13 +126,15 @@ FLAT_WIDE_SHAPES = [(100, 1000, 512), (300, 1536, 1024), (4100, 1544, 1008), (33
 @pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
 @pytest.mark.parametrize("m,n,k", FLAT_WIDE_SHAPES, ids=str)
 def test_forced_flat_wide(m, n, k, cfg, monkeypatch):
-    """FP8GEMM_DENSE_FLAT_WIDE (lab): the packed As of 4 or 8 K blocks read as one run (kSfaFlatWide)
+    """FP8GEMM_DENSE_FLAT_WIDE (the default): the packed As of 4 or 8 K blocks read as one run (kSfaFlatWide)
     instead of a window; the As inside a NaN-filled buffer, 16 bytes in (a box past its M * K / 128
     floats would put NaN into the sum); against the reference and bitwise the window's result."""
     import cupy
     case = random_case(m, n, k, seed=m + 5 * n + k)
     sa, kb = packed_as_in_nan(case)
     c = Dense(*cfg)
+    monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", False)        # the window's bits first
+    assert not dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=sa.data.ptr, sa_stride_m=kb, sa_stride_k=1))
     window = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
     monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", True)
     assert dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=sa.data.ptr, sa_stride_m=kb, sa_stride_k=1))
