@@ -285,7 +285,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // M * K / 128 floats (TMA zero-fills past the last row's). Its start, a multiple of 64 rows,
     // is a multiple of 256 bytes.
     // kSfaFlatWide (dispatch/dense.py's FLAT_WIDE_SWITCH, on by default): packed rows of 4 or 8 K blocks
-    // read flat too, a few 256-float boxes instead of one box of BLOCK_M rows of 16 / 32 bytes (10-18%
+    // read flat too, a few 256-float boxes instead of one box of BLOCK_M rows of 16 / 32 bytes (2-18%
     // less time at K = 1024, M <= 158 on the H100; which part of the box's cost that is: not profiled).
     constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && (kNumKBlocks % 4 != 0 || kSfaFlatWide);
     static_assert(!kSfaFlatWide || kSfaFlat, "the wide flat As: the whole K in one window");
