@@ -66,6 +66,13 @@ SHORT_A_BOX_PRELUDE = "#define FP8GEMM_DENSE_SHORT_A_BOX 1\n"
 # 73 instructions from the barrier to the first wgmma at 64 x 16, 25 with it, DeepGEMM 19).
 SFB_AHEAD_SWITCH = os.environ.get("FP8GEMM_DENSE_SFB_AHEAD", "0") == "1"
 SFB_AHEAD_PRELUDE = "#define FP8GEMM_DENSE_SFB_AHEAD 1\n"
+# Lab switch (FP8GEMM_DENSE_SKIP_IDLE_WG=1, off until measured): a math warpgroup whose rows all lie
+# past the tile's end (a grouped tile past its group's end, the last row tile below M) waits and
+# releases each stage but runs no wgmma (the kernel's FP8GEMM_DENSE_SKIP_IDLE_WG). Aimed at the
+# grouped GEMMs at about 192 rows per expert (V4-Flash, 8192 tokens), where the second 128-row tile
+# of most experts holds 64 rows or fewer, and half of that tile's wgmma work is on rows no one stores.
+SKIP_IDLE_WG_SWITCH = os.environ.get("FP8GEMM_DENSE_SKIP_IDLE_WG", "0") == "1"
+SKIP_IDLE_WG_PRELUDE = "#define FP8GEMM_DENSE_SKIP_IDLE_WG 1\n"
 # The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
 # FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.
 # On by default since session 42: at DeepGEMM's 64-row tiles, where the producer is on the critical
@@ -434,11 +441,12 @@ class Dense(Candidate):
         """The source prelude of this tile's kernel: the implicit-cluster form for an unpaired tile
         under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH, the short
         A box under SHORT_A_BOX_SWITCH (the plan's A map follows the prelude it compiled with), the Bs
-        load ahead under SFB_AHEAD_SWITCH."""
+        load ahead under SFB_AHEAD_SWITCH, idle warpgroups skipped under SKIP_IDLE_WG_SWITCH."""
         return ((IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else "")
                 + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else "")
                 + (SHORT_A_BOX_PRELUDE if SHORT_A_BOX_SWITCH else "")
-                + (SFB_AHEAD_PRELUDE if SFB_AHEAD_SWITCH else ""))
+                + (SFB_AHEAD_PRELUDE if SFB_AHEAD_SWITCH else "")
+                + (SKIP_IDLE_WG_PRELUDE if SKIP_IDLE_WG_SWITCH else ""))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""

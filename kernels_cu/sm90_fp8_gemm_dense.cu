@@ -206,6 +206,8 @@ struct Raster {
 // are never stored (the TMA store clips at M, direct stores mask at row_end) and reach no other row.
 // FP8GEMM_DENSE_SFB_AHEAD (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SFB_AHEAD=1): the
 // next tile's Bs load is issued before this tile's Bs store and barrier (the math loop says why).
+// FP8GEMM_DENSE_SKIP_IDLE_WG (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SKIP_IDLE_WG=1): a
+// math warpgroup with no row below the tile's end runs no wgmma for that tile (the math loop says why).
 // FP8GEMM_DENSE_ELECT_PRODUCER (a prelude the launcher adds by default; =0 in the environment leaves
 // it out, the earlier producer, for the lab A/B): the
 // producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
@@ -677,6 +679,26 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
             // `former` is a multiple of it up to min(BLOCK_N, 128) (at most 128: 192 takes 64 or 128).
             constexpr uint32_t kGap = gcd(BLOCK_N, BLOCK_K) / 8;
             constexpr bool kFold = !kUniformB && BLOCK_K / gcd(BLOCK_N, BLOCK_K) <= 4;
+#ifdef FP8GEMM_DENSE_SKIP_IDLE_WG
+            // A warpgroup none of whose rows reaches row_end (the last row tile below M, or a grouped
+            // tile's rows past its group's end: at about 192 rows per expert, the second 128-row tile
+            // of most experts) runs no wgmma: it only keeps the ring's pace (each stage waited for,
+            // released, the As window ring advanced), and the other warpgroup has the tensor cores to
+            // itself. One branch per tile, none in the K loop (a branch per wave and K block cost the
+            // loop, bench/NOTES.md). Its sums stay 0 and no store takes them (live[] is false).
+            bool wg_live = false;
+#pragma unroll
+            for (uint32_t w = 0; w < S::kWaves; ++w) wg_live |= live[w];
+            if (!wg_live) {
+#pragma unroll 1
+                for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
+                    wait_parity(full0 + pipe.stage * 8u, pipe.full_parity());
+                    sfa_at(kb, pipe.stage);
+                    __syncwarp();
+                    release(pipe.stage, peer_alive);
+                }
+            } else
+#endif
             if constexpr (kUniformB) run_loop(Former<BLOCK_N / 8>{});
             else if constexpr (kFold) with_former<kGap, kGap, (BLOCK_N < BLOCK_K ? BLOCK_N : BLOCK_K) / 8>(former / 8, run_loop);
             else run_loop(Former<kRuntimeFormer>{});

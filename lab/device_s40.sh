@@ -3,7 +3,8 @@
 #   GTEST=1  the dense grouped GPU tests (pairs sharing B: multicast within one group only)
 #   STORE64=1 the dense tests of widths with 64-byte-multiple or 16 / 32-byte rows, FP8GEMM_DENSE_STORE_64B=1
 #            and FP8GEMM_DENSE_STORE_NARROW=1
-#   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py)
+#   GAB=1    the dense grouped mode against our default tile and DeepGEMM (lab/grouped_dense_ab.py);
+#            GAB_B="VAR=1;VAR2=1" again with each environment, same call (GAB_ROUTING=skewed: skewed routing)
 #   DGTILE=1 the dense kernel at DeepGEMM's own tile vs DeepGEMM and our table (lab/dense_dgtile.py);
 #            DGTILE_B="VAR=1;VAR2=1 VAR3=1" again with each environment (DGTILE_B_SHAPES), same call
 #   BI=1     issue 57: the dense evidence tests and the default picks rule GPU test
@@ -31,6 +32,13 @@ if [ -n "$GAB" ]; then
   GAB_CONFIGS=${GAB_CONFIGS:-0,5,6,7} GAB_LAYERS=${GAB_LAYERS:-0,1} timeout ${GAB_S:-150} \
     python3 lab/grouped_dense_ab.py "$OUT/gab.json" ${ITERS:-10} ${GAB_TOKENS:-4096,8192} 2>&1 | grep -v Warn \
     > "$OUT/gab.log"; echo "grouped ab rc=${PIPESTATUS[0]}"; grep -E "T=|Error" "$OUT/gab.log" | cut -c1-140
+  i=0; IFS=';' read -ra gvariants <<< "$GAB_B"
+  for v in "${gvariants[@]}"; do   # again with each environment of GAB_B ("A=1;B=1 C=1"), same call
+    i=$((i + 1))
+    env $v GAB_CONFIGS=${GAB_CONFIGS:-0,5,6,7} GAB_LAYERS=${GAB_LAYERS:-0,1} timeout ${GAB_S:-150} \
+      python3 lab/grouped_dense_ab.py "$OUT/gab_b$i.json" ${ITERS:-10} ${GAB_TOKENS:-4096,8192} 2>&1 | grep -v Warn \
+      > "$OUT/gab_b$i.log"; echo "grouped ab b$i ($v) rc=${PIPESTATUS[0]}"; grep -E "T=|Error" "$OUT/gab_b$i.log" | cut -c1-140
+  done
 fi
 if [ -n "$DGTILE" ]; then
   timeout ${AB_S:-190} python3 lab/dense_dgtile.py "$OUT/dgtile.json" ${ITERS:-15} 2>&1 | grep -v Warn > "$OUT/dgtile.log"

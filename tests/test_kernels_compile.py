@@ -478,6 +478,35 @@ def test_dense_sfb_ahead_prelude(tmp_path, monkeypatch, cfg, n, grouped):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("cfg,n,k,grouped", [((128, 128, 5, 2, 0, 2), 4096, 4096, True),
+                                             ((128, 192, 4, 2, 0, 8), 4096, 2048, True),
+                                             ((128, 128, 5, 1, 1, 8, 1), 4096, 4096, False),
+                                             ((256, 128, 3, 2, 1, 8), 4096, 1024, False),
+                                             ((64, 64, 8, 1, 1, 8), 1000, 1024, False)], ids=str)
+def test_dense_skip_idle_wg_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
+    """FP8GEMM_DENSE_SKIP_IDLE_WG (lab): the prelude under the switch only; with it the kernel
+    compiles without spills or stack for grouped pairs sharing B (128 x 128, DeepGEMM's 128 x 192),
+    a two-accumulator tile, 256-row pairs sharing A and a 64-row tile, and its wgmma count is the
+    plain kernel's (the idle path adds none: one K loop's worth per wgmma site)."""
+    from fp8gemm.dispatch import dense
+    c = Dense(*cfg)
+    assert not dense.SKIP_IDLE_WG_SWITCH and dense.SKIP_IDLE_WG_PRELUDE not in c.prelude()
+    targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped)
+    counts = []
+    for on in (False, True):
+        monkeypatch.setattr(dense, "SKIP_IDLE_WG_SWITCH", on)
+        assert (dense.SKIP_IDLE_WG_PRELUDE in c.prelude()) == on
+        log = _compile(tmp_path, c.variant, targs, c.prelude())
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+        assert "0 bytes stack frame" in log, log[-2000:]
+        if CUOBJDUMP:
+            sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
+            counts.append(len(re.findall(r"\bHGMMA\.|\bQGMMA\.", sass)))
+    if counts:
+        assert counts[0] == counts[1] > 0, counts
+
+
+@needs_nvcc
 @pytest.mark.parametrize("cfg,n,k", [((64, 16, 15, 1, 0, 8, 1), 1536, 1024), ((256, 128, 3, 2, 1, 8), 4096, 512),
                                      ((128, 96, 5, 1, 1, 8), 1000, 1024)], ids=str)
 def test_dense_flat_wide_compiles(tmp_path, cfg, n, k):

@@ -98,6 +98,28 @@ def packed_as_in_nan(case):
     return sa, kb
 
 
+def same_bits_under_switch(monkeypatch, switch, prelude, cfg, m, n, k, seed, what):
+    """A dense lab switch against its off form: A inside a NaN-filled buffer, the output inside one;
+    the switch's result against the reference and bitwise the off form's, nothing outside the view."""
+    import cupy
+    import torch
+    case = random_case(m, n, k, seed=seed)
+    a, _ = poisoned(case.a, FP8_NAN, pad_rows=16, pad_cols=32)
+    c = Dense(*cfg)
+    monkeypatch.setattr(dense, switch, False)                      # the off form's bits first
+    assert prelude not in c.prelude()
+    base = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c)).view(cupy.uint16)
+    monkeypatch.setattr(dense, switch, True)
+    assert prelude in c.prelude()
+    buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
+    view = buf[1:1 + m, 8:8 + n]
+    assert fp8gemm.matmul(a, case.b, case.a_scale, case.b_scale, out=view, config=c) is view
+    check(view, case)
+    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
+    got = cupy.from_dlpack(view.contiguous()).view(cupy.uint16)
+    assert bool((got == base).all()), f"{what} gives other bits"
+
+
 # every tile height, pairs sharing A (the As run multicast) and B, straddling widths, two
 # accumulators (each (N, K) is its own compile: N and K are template arguments)
 FLAT_CONFIGS = [CONFIGS[i] for i in (0, 1, 2, 3, 5, 6, 10, 13, 16, 17)]
@@ -156,24 +178,8 @@ def test_short_a_box(m, cfg, monkeypatch):
     """FP8GEMM_DENSE_SHORT_A_BOX (the default): below one row tile the A box is round_up(M, 8) rows and the
     rows past it keep stale shared memory, which must reach no stored row. A inside a NaN-filled
     buffer, the output inside one; against the reference and bitwise the full box's result."""
-    import cupy
-    import torch
-    n, k = 1000, 1024
-    case = random_case(m, n, k, seed=m + 11)
-    a, _ = poisoned(case.a, FP8_NAN, pad_rows=16, pad_cols=32)
-    c = Dense(*cfg)
-    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", False)       # the full box's bits first
-    assert dense.SHORT_A_BOX_PRELUDE not in c.prelude()
-    full = cupy.asarray(fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale, config=c)).view(cupy.uint16)
-    monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", True)
-    assert dense.SHORT_A_BOX_PRELUDE in c.prelude()
-    buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
-    view = buf[1:1 + m, 8:8 + n]
-    assert fp8gemm.matmul(a, case.b, case.a_scale, case.b_scale, out=view, config=c) is view
-    check(view, case)
-    assert bool(cupy.isnan(outside(cupy.from_dlpack(buf.float()), 1, 8, m, n)).all()), "a write outside the view"
-    got = cupy.from_dlpack(view.contiguous()).view(cupy.uint16)
-    assert bool((got == full).all()), "the short A box gives other bits"
+    same_bits_under_switch(monkeypatch, "SHORT_A_BOX_SWITCH", dense.SHORT_A_BOX_PRELUDE, cfg, m, 1000, 1024, m + 11,
+                           "the short A box")
 
 
 @pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
@@ -196,6 +202,23 @@ def test_sfb_ahead(m, n, k, cfg, monkeypatch):
     out = fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)
     check(out, case)
     assert bool((cupy.asarray(out).view(cupy.uint16) == base).all()), "the Bs load ahead gives other bits"
+
+
+# tiles whose last row tile leaves a warpgroup with no row below M: 128 rows at M = 50 and 4160 (its
+# second warpgroup), 256-row pairs at M = 300 (rows 320-383 and 448-511: the second warpgroup's
+# waves), two accumulators; an N tail
+SKIP_IDLE_CASES = [((128, 128, 5, 1, 1, 8), 50), ((128, 128, 5, 1, 1, 8, 1), 4160), ((256, 128, 3, 2, 1, 8), 300),
+                   ((128, 96, 5, 1, 1, 8), 4160), ((128, 128, 5, 2, 0, 8), 4160)]
+
+
+@pytest.mark.parametrize("cfg,m", SKIP_IDLE_CASES, ids=str)
+@pytest.mark.parametrize("k", [1024, 2048], ids=str)
+def test_skip_idle_wg(m, k, cfg, monkeypatch):
+    """FP8GEMM_DENSE_SKIP_IDLE_WG (lab): a warpgroup with no row below M runs no wgmma and keeps
+    the ring's pace; A and the output in NaN-filled buffers; against the reference and bitwise the
+    switch-off result (the idle rows are never stored either way)."""
+    same_bits_under_switch(monkeypatch, "SKIP_IDLE_WG_SWITCH", dense.SKIP_IDLE_WG_PRELUDE, cfg, m, 1000, k,
+                           m + 1000 + 5 * k, "skipping the idle warpgroup")
 
 
 @pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: Dense(*c).label().replace(" ", "_"))
