@@ -193,6 +193,17 @@ SMALL_M_MAX = 256                    # above it the mode's one tile
 # 1024 1.346x -> 1.013x, 64 < M <= 256 1.204x -> 1.150x, M <= 64 1.398x -> 1.347x.
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
 DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
+
+# Lab switch (FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS=1, off until measured): with DEFAULT_PICKS, where
+# the default's pick at this M does not keep the bits (gemv, which serves M <= 8-16 of most trace
+# (N, K), or a K split), the table's pick at the nearest larger tuned M up to SMALL_M_MAX that does
+# (a dense, short-K or unsplit swap-AB tile, measured fastest at M' rows; with the short A box a dense
+# tile loads only round_up(M, 8) rows of A). The small-M model it replaces there overestimated the
+# cluster raw split: 2.4 us modelled against 6.0 measured at 1 x 512 x 4096 (H100, session 46),
+# where the H100 table's pick at M = 32 (dense) ran 5.4 us. Bits: the same kinds of tile as
+# DEFAULT_PICKS (tests/test_batch_invariant.py: test_neighbour_picks_keep_the_bits).
+NEIGHBOUR_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS"
+NEIGHBOUR_PICKS = os.environ.get(NEIGHBOUR_PICKS_ENV, "").strip() == "1"
 MEASURED_WIDTHS = (16, 32, 64, 128)
 
 # The raw split (FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=1, off until its GPU test has run:
@@ -277,6 +288,15 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
             return replace(pick, reason=f"batch-invariant at M={m} (the default's pick): {pick.label()} "
                                         f"({pick.reason}); a kind of tile measured to give a row the mode's "
                                         f"bits (dispatch/invariant.py: DEFAULT_PICKS)")
+        if NEIGHBOUR_PICKS and m <= SMALL_M_MAX:
+            from .selector import load_table
+            desc = GemmDesc(m, n, k, out_dtype)
+            for tuned_m, cand in load_table(gpu).get((n, k), []):      # sorted by M: the nearest first
+                if m < tuned_m <= SMALL_M_MAX and default_pick_keeps_bits(cand, out_dtype) and cand.is_valid(desc):
+                    return replace(cand, reason=f"batch-invariant at M={m} (the table's pick at M={tuned_m}, the "
+                                                f"default's {pick.label()} does not keep the bits): {cand.label()}; "
+                                                f"a kind of tile measured to give a row the mode's bits "
+                                                f"(dispatch/invariant.py: NEIGHBOUR_PICKS)")
     if not SMALL_M_TILES or m > SMALL_M_MAX:
         return base
     desc = GemmDesc(m, n, k, out_dtype)
@@ -304,7 +324,7 @@ def mode_candidate(m: int, n: int, k: int, out_dtype: str = "bfloat16", num_sms:
         how = (f"K split in a cluster of {best.splits} CTAs exchanging raw per-block accumulators through "
                f"distributed shared memory, promoted in order (RAW_CLUSTER; time an estimate)")
     elif isinstance(best, SwapAB) and best.block_m != BLOCK_M:
-        how = "unsplit 64-row swap-AB tiles, the same m64 chain per warpgroup (SWAP64, bits not yet measured)"
+        how = "unsplit 64-row swap-AB tiles, the same m64 chain per warpgroup (SWAP64, bits measured equal)"
     else:
         how = "unsplit, bits measured equal to it"
     return replace(best, reason=f"batch-invariant at M={m} (small-M tiles): {best.label()}, modelled {t:.1f} us "

@@ -4,6 +4,7 @@
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
+#   BIQ_ENV: the batch-invariant switch BIQ times at 0 and 1 (default FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS)
 #   SUITE_FILES: the suite's test files (default: all of tests/)
 #   STATE, TABLE_IN: an earlier call's tune.state.json and table (carried) to go on from
 #   $OUT gets the table, tune.state.json and logs.tgz (every log, csv and json of the parts)
@@ -45,11 +46,11 @@ if [ "${UNSEEN_S:-200}" != 0 ]; then
     > "$W/unseen.log" 2>&1; echo "unseen rc=$?"; grep -A3 "^Summary" "$W/unseen.log" | cut -c1-200; tail -3 "$W/unseen.log" | cut -c1-160
 fi
 save
-if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with the raw split (the small-M rule may take it)
+if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with a switch of the mode off and on (BIQ_ENV)
   for r in 0 1; do
-    FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=$r timeout $BIQ_S python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
-      --iters 10 --csv "$W/bi_quick_raw$r.csv" > "$W/bi_quick_raw$r.log" 2>&1; echo "bi quick raw=$r rc=$?"
-    grep -A1 "batch-invariant mode" "$W/bi_quick_raw$r.log" | tail -1 | cut -c1-200
+    env ${BIQ_ENV:-FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS}=$r timeout $BIQ_S python3 -m fp8gemm.bench --quick --batch-invariant --peers none \
+      --iters 10 --csv "$W/bi_quick_sw$r.csv" > "$W/bi_quick_sw$r.log" 2>&1; echo "bi quick ${BIQ_ENV:-NEIGHBOUR_PICKS}=$r rc=$?"
+    grep -A1 "batch-invariant mode" "$W/bi_quick_sw$r.log" | tail -1 | cut -c1-200
   done
 fi
 save

@@ -301,6 +301,37 @@ def test_default_picks_rule(monkeypatch):
     assert plan(*dense, "bfloat16") == invariant_candidate(dense[1], dense[2], "bfloat16")
 
 
+def test_neighbour_picks_rule(monkeypatch):
+    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS=1 (lab): where the default's pick does not keep the
+    bits, the table's pick at the nearest larger tuned M <= SMALL_M_MAX that does and is valid at
+    this M (both shipped tables, every trace (N, K), M = 1-256); off (the default), the rule as
+    before; never above SMALL_M_MAX, and never where the default's own pick keeps the bits."""
+    from fp8gemm.dispatch.selector import load_table
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
+    ms = (1, 2, 4, 8, 16, 100, 256, 257, 4096)
+    took = 0
+    for gpu in ("h100", "h200"):
+        table = load_table(gpu)
+        for n, k in sorted({(n, k) for _, n, k in trace_shapes()}):
+            for dt in ("bfloat16", "float32"):
+                monkeypatch.setattr(invariant, "NEIGHBOUR_PICKS", False)
+                off = {m: mode_candidate(m, n, k, dt, gpu=gpu) for m in ms}
+                monkeypatch.setattr(invariant, "NEIGHBOUR_PICKS", True)
+                for m in ms:
+                    c = mode_candidate(m, n, k, dt, gpu=gpu)
+                    default = select(m, n, k, dt, gpu)
+                    want = next((cand for tm, cand in table.get((n, k), []) if m < tm <= invariant.SMALL_M_MAX
+                                 and invariant.default_pick_keeps_bits(cand, dt)
+                                 and cand.is_valid(GemmDesc(m, n, k, dt))), None)
+                    if m > invariant.SMALL_M_MAX or invariant.default_pick_keeps_bits(default, dt) or want is None:
+                        assert c == off[m] and c.reason == off[m].reason, (gpu, m, n, k, dt, c, off[m])
+                        continue
+                    assert c == want and "NEIGHBOUR_PICKS" in c.reason, (gpu, m, n, k, dt, c, want)
+                    assert invariant.default_pick_keeps_bits(c, dt) and is_valid(GemmDesc(m, n, k, dt), c)
+                    took += 1
+    assert took > 0, "the switch never changes a pick: nothing for its A/B to measure"
+
+
 def test_default_pick_keeps_bits():
     """Which default picks the mode takes (DEFAULT_PICKS): dense and wg3 at bf16 / fp16, unsplit
     general tiles of the measured widths, unsplit swap-AB tiles, short-K; never a split (tail split
@@ -329,11 +360,13 @@ def test_default_pick_keeps_bits():
     ("RAW_SPLIT_ENV", "RAW_SPLIT", "0", False),
     ("SWAP64_ENV", "SWAP64", None, True), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False),
     ("RAW_CLUSTER_ENV", "RAW_CLUSTER", None, True), ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "1", True),
-    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "0", False)])
+    ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "0", False),
+    ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", None, False), ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", "1", True)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
     FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_SWAP64 and _RAW_CLUSTER: on unless it is 0; _RAW_SPLIT: on only where it is 1."""
+    FP8GEMM_BATCH_INVARIANT_SWAP64 and _RAW_CLUSTER: on unless it is 0; _RAW_SPLIT and _NEIGHBOUR_PICKS:
+    on only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
     if value is not None:
@@ -659,6 +692,34 @@ def test_default_picks_keep_the_bits(monkeypatch, dtype):
         for m in ms[:-1]:
             _same_rows(_call(case, slice(0, m), dtype), full, slice(0, m),
                        f"M1={m} M2=4096 N={n} K={k} {dtype}: {picks[m].label()} against {picks[4096].label()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_neighbour_picks_keep_the_bits(monkeypatch, dtype):
+    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS (lab), set here: on the trace (N, K) where it changes
+    the pick on this GPU, the first M1 = 1, 2, 4, 8 rows against the same rows of 4096, bitwise;
+    the plan cache emptied before and after (no plan made under the other setting is reused)."""
+    monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
+    gpu, sms = fp8gemm.launcher.gpu_key(0), fp8gemm.launcher.sm_count(0)
+    cases = []
+    for n, k in sorted({(n, k) for _, n, k in trace_shapes()}):
+        monkeypatch.setattr(invariant, "NEIGHBOUR_PICKS", False)
+        before = {m: invariant.mode_candidate(m, n, k, dtype, gpu=gpu, device_sms=sms) for m in (1, 2, 4, 8)}
+        monkeypatch.setattr(invariant, "NEIGHBOUR_PICKS", True)
+        after = {m: invariant.mode_candidate(m, n, k, dtype, gpu=gpu, device_sms=sms) for m in (1, 2, 4, 8)}
+        if after != before:
+            cases.append((n, k, after))
+    assert cases, f"the switch changes no pick on {gpu}: nothing to compare"
+    fp8gemm.plans.PLANS.clear()
+    try:
+        for i, (n, k, picks) in enumerate(cases[:12]):
+            case = random_case(4096, n, k, seed=4000 + i)
+            full = _call(case, slice(None), dtype)
+            for m, c in picks.items():
+                _same_rows(_call(case, slice(0, m), dtype), full, slice(0, m), f"M1={m} M2=4096 N={n} K={k} {dtype}: {c.label()}")
+    finally:
+        fp8gemm.plans.PLANS.clear()
 
 
 @pytest.mark.gpu
