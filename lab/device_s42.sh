@@ -4,6 +4,7 @@
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
+#   TRACE_PEERS: the trace's peers (default all three)
 #   BIQ_ENV: the batch-invariant switch BIQ times at 0 and 1 (default FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS)
 #   SUITE_FILES: the suite's test files (default: all of tests/)
 #   STATE, TABLE_IN: an earlier call's tune.state.json and table (carried) to go on from
@@ -55,7 +56,7 @@ if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with a switch of t
 fi
 save
 if [ "${TRACE_S:-0}" != 0 ]; then   # the trace with the table in use (the retuned one where TUNE_ON took)
-  timeout $TRACE_S python3 -m fp8gemm.bench --peers deepgemm --iters 10 --csv "$W/trace.csv" \
+  timeout $TRACE_S python3 -m fp8gemm.bench --peers ${TRACE_PEERS:-cublaslt,triton,deepgemm} --iters 10 --csv "$W/trace.csv" \
     > "$W/trace.log" 2>&1; echo "trace rc=$?"; grep -A3 "^Summary" "$W/trace.log" | cut -c1-200
 fi
 save
