@@ -6,7 +6,8 @@ one-wave tiles, M / N / K tails, bf16 and fp16
 out, TMA and direct stores; against the float64 reference, bit-exact on dyadic inputs, bitwise
 repeatable, inside NaN-poisoned buffers. As in both layouts the kernel reads by TMA: M-major (a
 column per stage) and K-major (windows of 4 or 8 K blocks in a ring; packed, and padded where K / 128 is
-not a multiple of 4; flat where packed rows of at most 8 K blocks are not 16-byte multiples)."""
+not a multiple of 4; flat where packed rows hold at most 8 K blocks: by default at 4 and 8 too, whose
+window form test_forced_flat_wide keeps covered)."""
 from types import SimpleNamespace
 
 import numpy as np
