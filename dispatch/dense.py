@@ -128,9 +128,9 @@ FLAT_MAX_KB = 8
 # read flat too, as a few 256-float boxes of one contiguous run instead of one box of BLOCK_M short
 # rows (the kernel's kSfaFlatWide); the same bits (tests/test_matmul_dense.py: test_forced_flat_wide).
 # On by default since session 47: H100, our table's dense picks at the 12 trace shapes DeepGEMM led
-# on the H200 (K = 1024, M 24-158), same process as DeepGEMM: our time 2-18% lower (10-18% on 9 of the 11
-# K = 1024 shapes; 48 x 4096 x 1024 4.80 -> 3.94 us), DeepGEMM's time / ours geomean 0.91x -> 1.06x (bench/NOTES.md, session 47).
-# FP8GEMM_DENSE_FLAT_WIDE=0 gives the window (lab A/B).
+# on the H200 (K = 1024, M 24-158), same process as DeepGEMM: our time 2-18% lower (10-18% on 9 of
+# the 11 K = 1024 shapes; 48 x 4096 x 1024 4.80 -> 3.94 us), DeepGEMM's time / ours geomean 0.91x ->
+# 1.06x (bench/NOTES.md, session 47). FP8GEMM_DENSE_FLAT_WIDE=0 gives the window (lab A/B).
 FLAT_WIDE_SWITCH = os.environ.get("FP8GEMM_DENSE_FLAT_WIDE", "1") != "0"
 
 

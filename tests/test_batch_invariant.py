@@ -197,10 +197,11 @@ def test_raw_split_rule(monkeypatch):
 
 
 def test_raw_cluster_rule(monkeypatch):
-    """RAW_CLUSTER (on by default, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=0 off): at small M the mode may take swap-AB tiles whose S
-    <= 8 K splits run as one cluster (SwapAB.raw_cluster, on the ring cluster_tile gives it beside
+    """RAW_CLUSTER (on by default, FP8GEMM_BATCH_INVARIANT_RAW_CLUSTER=0 off): at small M the mode
+    may take swap-AB tiles whose S <= 8 K splits run as one cluster (SwapAB.raw_cluster, on the ring cluster_tile gives it beside
     the raw slots), costed by raw_cluster_cost_us (an estimate: cost_us plus the exchange); off,
-    never (SWAP64 as it is: the 64-row cluster tiles need it). Every pick is valid, above SMALL_M_MAX the mode's one tile."""
+    never (SWAP64 as it is: the 64-row cluster tiles need it). Every pick is valid, above
+    SMALL_M_MAX the mode's one tile."""
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", False)
     monkeypatch.setattr(invariant, "RAW_SPLIT", False)
     monkeypatch.setattr(invariant, "RAW_CLUSTER", False)
@@ -230,7 +231,8 @@ def test_raw_cluster_rule(monkeypatch):
 
 
 def test_swap64_rule(monkeypatch):
-    """SWAP64 (on by default, FP8GEMM_BATCH_INVARIANT_SWAP64=0 off): at M <= SMALL_M_MAX the small-M rule may also take unsplit
+    """SWAP64 (on by default, FP8GEMM_BATCH_INVARIANT_SWAP64=0 off): at M <= SMALL_M_MAX the small-M
+    rule may also take unsplit
     64-row swap-AB tiles, costed as the general kernel's 64-row tiles (general.cost_us, block_m 64)
     on their ring (ring64_stages), where that is the least modelled time; every other pick and
     every M above SMALL_M_MAX as with the switch off, which never takes them (RAW_CLUSTER off here)."""
