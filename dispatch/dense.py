@@ -177,11 +177,13 @@ def flat_box(block_m: int, kb: int) -> int:
     return 64 * next(d for d in (4, 3, 2, 1) if units % d == 0)
 
 
-def k_major_as_map(p, rows: int):
+def k_major_as_map(p, rows: int, flat: bool | None = None):
     """As [M, K / 128] row-major, box {rows, sfa_window K blocks}; TMA zero-fills past M. Flat
-    (sfa_flat): one row of M * K / 128 floats, box flat_box; TMA zero-fills past its end."""
+    (``flat``; None: sfa_flat(p)): one row of M * K / 128 floats, box flat_box; TMA zero-fills
+    past its end. The map must be the form the kernel was compiled for (its kSfaWindowK and
+    kSfaFlatWide): another box makes each stage's expected bytes wrong and the kernel hangs."""
     kb = cdiv(p.k, BLOCK_K)
-    if sfa_flat(p):
+    if sfa_flat(p) if flat is None else flat:
         run = p.m * kb
         return tma.encode_2d(p.sa_ptr, 1, run, -(-run * 4 // 16) * 16, 1, flat_box(rows, kb), 4, tma.SWIZZLE_NONE)
     row_stride = max(p.sa_stride_m, kb) if p.m == 1 else p.sa_stride_m
@@ -406,7 +408,7 @@ class Dense(Candidate):
         check_units(tiles, f"M = {p.m}, N = {p.n}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
-                    + (("desc", k_major_as_map(p, self.block_m) if k_major else m_major_as_map(p, self.block_m)),)
+                    + (("desc", k_major_as_map(p, self.block_m, flat) if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))
 
@@ -477,7 +479,9 @@ class Dense(Candidate):
         tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
         check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m)),) + group_args(gp),
+                    # the window always: the grouped kernel is compiled for it (template_args' sfa_flat=False)
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m, flat=False)),)
+                    + group_args(gp),
                     tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))
 

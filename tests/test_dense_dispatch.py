@@ -349,3 +349,37 @@ def test_flat_wide_switch(monkeypatch):
     assert c.template_args(1536, 512, "bfloat16", True, True, sfa_flat=True)[-2:] == (4, "true")
     assert c.template_args(1536, 768, "bfloat16", True, True, sfa_flat=True)[-1] == 6      # flat already: no flag
     assert c.template_args(1536, 1024, "bfloat16", True, True)[-1] == 8                    # the window
+
+
+@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_as_map_matches_the_compiled_form(monkeypatch, wide, k):
+    """The As map each dense plan builds is the form its kernel is compiled for: the plain mode's
+    map is flat exactly where its template names the flat As (sfa_flat), the grouped mode's is always
+    the window (its template never names flat). A flat map under a window kernel makes each stage's
+    expected bytes wrong and the kernel hangs: session 48 found the grouped mode doing that at K / 128
+    = 4 and 8 once the wide flat As was on by default."""
+    from fp8gemm.validate import GemmProblem, GroupedProblem
+    monkeypatch.setattr(dense, "FLAT_WIDE_SWITCH", wide)
+    built, maps = [], []
+    monkeypatch.setattr(dense.compiler, "get_kernel", lambda dev, variant, args, smem, *rest: built.append(args) or object())
+    monkeypatch.setattr(dense.tma, "encode_2d_fp8", lambda *a: "fp8 map")
+    monkeypatch.setattr(dense.tma, "encode_2d", lambda *a: maps.append(a) or "as map")
+    monkeypatch.setattr(dense, "sm_count", lambda device: 132)
+    monkeypatch.setattr(dense, "Plan", lambda p, kern, grid, threads, smem, ldc, args, **kw: args)
+    m, n, kb = 512, 1536, k // 128
+    p = GemmProblem(m=m, n=n, k=k, out_dtype="bfloat16", device=0, a_ptr=1 << 20, lda=k, b_ptr=1 << 24, ldb=k,
+                    sa_ptr=1 << 28, sa_stride_m=kb, sa_stride_k=1, sb_ptr=1 << 30, sb_stride_n=kb, sb_stride_k=1,
+                    out_shape=(m, n))
+    cfg = Dense(128, 128, 5, 1, 0, 8, 0)
+    flat_box_cols = dense.flat_box(cfg.block_m, kb)
+    assert cfg.plan(p, n, True)[13] == ("desc", "as map") and len(maps) == 1
+    plain_flat = dense.sfa_flat(p)
+    assert plain_flat == (wide and kb <= dense.FLAT_MAX_KB)
+    # a flat map is one row of M * K / 128 floats; a window's box has block_m rows
+    assert (maps[-1][1] == 1 and maps[-1][5] == flat_box_cols) == plain_flat
+    assert (len(built[-1]) == 15 and built[-1][-1] == "true") == plain_flat     # kSfaFlatWide named
+    gp = GroupedProblem(gemm=p, num_groups=4, group_rows=0, groups_ptr=1 << 32, sb_stride_g=12 * kb)
+    assert cfg.plan_grouped(gp, n, True)[13] == ("desc", "as map") and len(maps) == 2
+    assert maps[-1][1] == m and maps[-1][4] == cfg.block_m and maps[-1][5] == dense.sfa_window(k)
+    assert built[-1][-1] == dense.sfa_window(k) and len(built[-1]) == 14
