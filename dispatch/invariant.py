@@ -194,16 +194,17 @@ SMALL_M_MAX = 256                    # above it the mode's one tile
 DEFAULT_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS"
 DEFAULT_PICKS = os.environ.get(DEFAULT_PICKS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
-# Lab switch (FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS=1, off until measured): with DEFAULT_PICKS, where
-# the default's pick at this M does not keep the bits (gemv, which serves M <= 8-16 of most trace
-# (N, K), or a K split), the table's pick at the nearest larger tuned M up to SMALL_M_MAX that does
-# (a dense, short-K or unsplit swap-AB tile, measured fastest at M' rows; with the short A box a dense
-# tile loads only round_up(M, 8) rows of A). The small-M model it replaces there overestimated the
-# cluster raw split: 2.4 us modelled against 6.0 measured at 1 x 512 x 4096 (H100, session 46),
-# where the H100 table's pick at M = 32 (dense) ran 5.4 us. Bits: the same kinds of tile as
-# DEFAULT_PICKS (tests/test_batch_invariant.py: test_neighbour_picks_keep_the_bits).
+# The neighbour picks (on by default since session 48; FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS=0 off): with
+# DEFAULT_PICKS, where the default's pick at this M does not keep the bits (gemv, which serves M <= 8-16
+# of most trace (N, K), or a K split), the table's pick at the nearest larger tuned M up to SMALL_M_MAX
+# that does (a dense, short-K or unsplit swap-AB tile, measured fastest at M' rows; with the short A
+# box a dense tile loads only round_up(M, 8) rows of A). The small-M model it replaces there
+# overestimated the cluster raw split: 2.4 us modelled against 6.0 measured at 1 x 512 x 4096 (H100,
+# session 46). The mode's cost against the default at M <= 64 (fp8gemm-bench --quick --batch-invariant,
+# H100, session 48's h100.json): 1.142x off, 1.059x on (bench/NOTES.md, session 48). Bits: the same
+# kinds of tile as DEFAULT_PICKS (tests/test_batch_invariant.py: test_neighbour_picks_keep_the_bits).
 NEIGHBOUR_PICKS_ENV = "FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS"
-NEIGHBOUR_PICKS = os.environ.get(NEIGHBOUR_PICKS_ENV, "").strip() == "1"
+NEIGHBOUR_PICKS = os.environ.get(NEIGHBOUR_PICKS_ENV, "").strip() != "0"
 MEASURED_WIDTHS = (16, 32, 64, 128)
 
 # The raw split (FP8GEMM_BATCH_INVARIANT_RAW_SPLIT=1, off until its GPU test has run:

@@ -269,8 +269,10 @@ def test_default_picks_rule(monkeypatch):
     """The default's picks (DEFAULT_PICKS, on by default): at every M the default's own pick on
     the H100's table where it is a dense tile (bf16 / fp16 out), an unsplit general tile of a
     measured width or an unsplit swap-AB tile, else what the rule off gives; an As the dense kernel
-    cannot read gets the mode's tile, never the default's fallback."""
+    cannot read gets the mode's tile, never the default's fallback. The neighbour picks are off here
+    (test_neighbour_picks_rule tests them on top of this rule)."""
     plan = _planned(monkeypatch)
+    monkeypatch.setattr(invariant, "NEIGHBOUR_PICKS", False)
     monkeypatch.setattr(api, "gpu_key", lambda device: "h100")
     monkeypatch.setattr(api, "dense_scales_ok", lambda problem: True)
     ms = (1, 8, 64, 128, 256, 257, 512, 1024, 4096, 16384)
@@ -304,10 +306,9 @@ def test_default_picks_rule(monkeypatch):
 
 
 def test_neighbour_picks_rule(monkeypatch):
-    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS=1 (lab): where the default's pick does not keep the
-    bits, the table's pick at the nearest larger tuned M <= SMALL_M_MAX that does and is valid at
-    this M (both shipped tables, every trace (N, K), M = 1-256); off (the default), the rule as
-    before; never above SMALL_M_MAX, and never where the default's own pick keeps the bits."""
+    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS (on by default): where the default's pick does not keep
+    the bits, the table's pick at the nearest larger tuned M <= SMALL_M_MAX that does and is valid at
+    this M (both shipped tables, every trace (N, K), M = 1-256); off (=0), the rule without it; never above SMALL_M_MAX, and never where the default's own pick keeps the bits."""
     from fp8gemm.dispatch.selector import load_table
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
     ms = (1, 2, 4, 8, 16, 100, 256, 257, 4096)
@@ -363,11 +364,12 @@ def test_default_pick_keeps_bits():
     ("SWAP64_ENV", "SWAP64", None, True), ("SWAP64_ENV", "SWAP64", "1", True), ("SWAP64_ENV", "SWAP64", "0", False),
     ("RAW_CLUSTER_ENV", "RAW_CLUSTER", None, True), ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "1", True),
     ("RAW_CLUSTER_ENV", "RAW_CLUSTER", "0", False),
-    ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", None, False), ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", "1", True)])
+    ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", None, True), ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", "1", True),
+    ("NEIGHBOUR_PICKS_ENV", "NEIGHBOUR_PICKS", "0", False)])
 def test_rule_environment_variables(env_name, attr, value, want):
     """FP8GEMM_BATCH_INVARIANT_SMALL_M: the small-M tiles are on unless it turns them off;
     FP8GEMM_BATCH_INVARIANT_DEFAULT_PICKS: the default's picks are on unless it turns them off;
-    FP8GEMM_BATCH_INVARIANT_SWAP64 and _RAW_CLUSTER: on unless it is 0; _RAW_SPLIT and _NEIGHBOUR_PICKS:
+    FP8GEMM_BATCH_INVARIANT_SWAP64, _RAW_CLUSTER and _NEIGHBOUR_PICKS: on unless it is 0; _RAW_SPLIT:
     on only where it is 1."""
     name = getattr(invariant, env_name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", name)}
@@ -699,7 +701,7 @@ def test_default_picks_keep_the_bits(monkeypatch, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_neighbour_picks_keep_the_bits(monkeypatch, dtype):
-    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS (lab), set here: on the trace (N, K) where it changes
+    """FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS (on by default), set here: on the trace (N, K) where it changes
     the pick on this GPU, the first M1 = 1, 2, 4, 8 rows against the same rows of 4096, bitwise;
     the plan cache emptied before and after (no plan made under the other setting is reused)."""
     monkeypatch.setattr(invariant, "DEFAULT_PICKS", True)
