@@ -534,7 +534,7 @@ class Dense(Candidate):
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """The configurations measured at DeepGEMM's speed or better (bench/NOTES.md, session 36),
-        by M: 256 x 128 pairs from 512 rows, 128-row tiles (one and two accumulators) and 64 x 64
+        by M: 256 x 128 pairs (and 128 x 128 two-accumulator pairs) from 512 rows, 128-row tiles (one and two accumulators) and 64 x 64
         from 65, DeepGEMM's own tile alone up to 64. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
         of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
         the general kernel where a caller's As is neither (fp8gemm/api.py)."""
@@ -548,6 +548,11 @@ class Dense(Candidate):
         out = []
         if desc.m >= 512:
             out += [cls(256, 128, 3, 2, 1, 16), cls(256, 128, 3, 2, 1, 8), cls(256, 128, 3, 2, 0, 8)]
+            # The two-accumulator 128 x 128 in pairs (multicast of the shared operand): session 48
+            # measured the unpaired one at the fewest cycles per GEMM but a 5-7% lower SM clock than
+            # DeepGEMM's 256 x 128 pairs at 8192-16384 x 8192 x 4096 (H100, the board at its power
+            # limit); a pair reads a quarter fewer operand bytes from L2. Not yet measured.
+            out += [cls(128, 128, 5, 2, 1, 16, 1), cls(128, 128, 5, 2, 0, 16, 1)]
         out += [cls(128, 128, 5, 1, 1, 8, 1), cls(128, 128, 5, 1, 1, 8)]
         if desc.m <= 1024:
             out += [cls(64, 64, 8, 1, 1, 8), cls(128, 64, 6, 1, 1, 8)]
