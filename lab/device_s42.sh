@@ -6,6 +6,8 @@
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 #   TRACE_PEERS: the trace's peers (default all three)
 #   BIQ_ENV: the batch-invariant switch BIQ times at 0 and 1 (default FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS)
+#   BI500_S: issue 57's acceptance run, 500 random (M1, M2, N, K) per dtype (FP8GEMM_TEST_RANDOM_PAIRS=500; off by default)
+#   BITRACE_S: the mode beside the default and DeepGEMM over the whole trace (--batch-invariant; off by default)
 #   SUITE_FILES: the suite's test files (default: all of tests/)
 #   STATE, TABLE_IN: an earlier call's tune.state.json and table (carried) to go on from
 #   $OUT gets the table, tune.state.json and logs.tgz (every log, csv and json of the parts)
@@ -38,7 +40,7 @@ if [ "${SUITE_S:-230}" != 0 ]; then
   grep -cE " PASSED " "$W/suite.log"; tail -1 "$W/suite.log" | cut -c1-200
 fi
 save
-if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}" != 000 ]; then   # DeepGEMM only where a part times it
+if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}${BITRACE_S:-0}" != 0000 ]; then   # DeepGEMM only where a part times it
   . .peers/deepgemm/build.sh > "$W/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$W/deepgemm_build.log"
 fi
 save
@@ -53,6 +55,16 @@ if [ "${BIQ_S:-0}" != 0 ]; then   # issue 57: the mode's cost with a switch of t
       --iters 10 --csv "$W/bi_quick_sw$r.csv" > "$W/bi_quick_sw$r.log" 2>&1; echo "bi quick ${BIQ_ENV:-NEIGHBOUR_PICKS}=$r rc=$?"
     grep -A1 "batch-invariant mode" "$W/bi_quick_sw$r.log" | tail -1 | cut -c1-200
   done
+fi
+save
+if [ "${BI500_S:-0}" != 0 ]; then   # issue 57: 500 random M pairs per output dtype, bitwise
+  FP8GEMM_TEST_RANDOM_PAIRS=500 timeout $BI500_S python3 -m pytest tests/test_batch_invariant.py -k random_m_pairs -v \
+    -p no:cacheprovider -n 3 > "$W/bi500.log" 2>&1; echo "bi 500 pairs rc=$?"; grep -E "PASSED|FAILED" "$W/bi500.log" | cut -c1-160 | tail -4
+fi
+save
+if [ "${BITRACE_S:-0}" != 0 ]; then   # issue 57: the mode's cost over the trace, DeepGEMM in the same run
+  timeout $BITRACE_S python3 -m fp8gemm.bench --batch-invariant --peers deepgemm --iters 10 --csv "$W/bi_trace.csv" \
+    > "$W/bi_trace.log" 2>&1; echo "bi trace rc=$?"; grep -A4 "batch-invariant mode" "$W/bi_trace.log" | cut -c1-200
 fi
 save
 if [ "${TRACE_S:-0}" != 0 ]; then   # the trace with the table in use (the retuned one where TUNE_ON took)
