@@ -73,6 +73,13 @@ SFB_AHEAD_PRELUDE = "#define FP8GEMM_DENSE_SFB_AHEAD 1\n"
 # of most experts holds 64 rows or fewer, and half of that tile's wgmma work is on rows no one stores.
 SKIP_IDLE_WG_SWITCH = os.environ.get("FP8GEMM_DENSE_SKIP_IDLE_WG", "0") == "1"
 SKIP_IDLE_WG_PRELUDE = "#define FP8GEMM_DENSE_SKIP_IDLE_WG 1\n"
+# Lab switch (FP8GEMM_DENSE_A_BOX_SHIFT=1, off until measured): the last row tile's A box moved up by
+# whole 8-row atoms so that it ends less than 8 rows past A (the kernel's FP8GEMM_DENSE_A_BOX_SHIFT,
+# the general kernel's GeneralTiles::a_box). Session 48's H100 tune state: with the box reaching 30-98
+# rows past A the dense tiles ran up to 1.9x their time at the next M with whole tiles (128 x 64 at
+# 8192 x 4096: 38.0 us at M = 158, 20.1 at M = 256), the general kernel (which moves its box) not.
+A_BOX_SHIFT_SWITCH = os.environ.get("FP8GEMM_DENSE_A_BOX_SHIFT", "0") == "1"
+A_BOX_SHIFT_PRELUDE = "#define FP8GEMM_DENSE_A_BOX_SHIFT 1\n"
 # The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
 # FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.
 # On by default since session 42: at DeepGEMM's 64-row tiles, where the producer is on the critical
@@ -443,12 +450,14 @@ class Dense(Candidate):
         """The source prelude of this tile's kernel: the implicit-cluster form for an unpaired tile
         under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH, the short
         A box under SHORT_A_BOX_SWITCH (the plan's A map follows the prelude it compiled with), the Bs
-        load ahead under SFB_AHEAD_SWITCH, idle warpgroups skipped under SKIP_IDLE_WG_SWITCH."""
+        load ahead under SFB_AHEAD_SWITCH, idle warpgroups skipped under SKIP_IDLE_WG_SWITCH, the last
+        row tile's A box moved up under A_BOX_SHIFT_SWITCH."""
         return ((IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else "")
                 + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else "")
                 + (SHORT_A_BOX_PRELUDE if SHORT_A_BOX_SWITCH else "")
                 + (SFB_AHEAD_PRELUDE if SFB_AHEAD_SWITCH else "")
-                + (SKIP_IDLE_WG_PRELUDE if SKIP_IDLE_WG_SWITCH else ""))
+                + (SKIP_IDLE_WG_PRELUDE if SKIP_IDLE_WG_SWITCH else "")
+                + (A_BOX_SHIFT_PRELUDE if A_BOX_SHIFT_SWITCH else ""))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""

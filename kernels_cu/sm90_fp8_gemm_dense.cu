@@ -208,6 +208,17 @@ struct Raster {
 // next tile's Bs load is issued before this tile's Bs store and barrier (the math loop says why).
 // FP8GEMM_DENSE_SKIP_IDLE_WG (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SKIP_IDLE_WG=1): a
 // math warpgroup with no row below the tile's end runs no wgmma for that tile (the math loop says why).
+// FP8GEMM_DENSE_A_BOX_SHIFT (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_A_BOX_SHIFT=1): a
+// row tile whose A box would reach past A's last row (the last row tile of M, when M has rows above
+// it) loads its box moved up by whole 8-row swizzle atoms, to end less than 8 rows past A, and its
+// math warpgroups start their wgmma descriptors that many rows into the stage (the general kernel's
+// GeneralTiles::a_box). TMA zero-fills rows past the map, but slowly: the general kernel's grouped
+// GEMM took 1.5x as long with 80 of 128 rows past the end, and the H100 tune of session 48 has this
+// kernel's 128 x 64 tile at 8192 x 4096 taking 38.0 us at M = 158 (98 rows past the end) against
+// 20.1 at M = 256 (the same tiles, none past) and the general kernel's 128 x 64 20.4 / 20.5. Every
+// stored row stays in the box; a warpgroup's rows past the stage are read from what follows it in
+// shared memory (at most kMaxBoxShift rows: the B stages and the staging after the last A stage) and
+// feed only rows past M, never stored. The As window stays at the tile's first row.
 // FP8GEMM_DENSE_ELECT_PRODUCER (a prelude the launcher adds by default; =0 in the environment leaves
 // it out, the earlier producer, for the lab A/B): the
 // producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
@@ -334,6 +345,19 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
 #else
     constexpr uint32_t a_stage_tx = kAStage;
 #endif
+    // The rows the tile at row_base moves its A box up by (FP8GEMM_DENSE_A_BOX_SHIFT; 0 without it).
+    const auto a_box_shift = [&](uint32_t row_base) -> uint32_t {
+#ifdef FP8GEMM_DENSE_A_BOX_SHIFT
+        // what follows the last A stage, in whole 8-row atoms, below one tile
+        constexpr uint32_t kAfter = (kNumStages * kBStage + kStagingBytes) / BLOCK_K;
+        constexpr uint32_t kMaxBoxShift = (kAfter < BLOCK_M - 8 ? kAfter : BLOCK_M - 8) & ~7u;
+        if (row_base + BLOCK_M > M) {
+            const uint32_t over = min((row_base + BLOCK_M - M) & ~7u, kMaxBoxShift);
+            return over <= row_base ? over : 0u;
+        }
+#endif
+        return 0u;
+    };
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
     const uint32_t rank = kCluster > 1 ? cluster_ctarank() : 0u;
@@ -388,6 +412,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                 if constexpr (kGrouped && kCluster > 1 && !kMulticastA)
                     share = share && group_of_tile(m_block ^ 1u, tile_prefix, num_groups) == rows.group;
                 const uint32_t a_row = rows.row_base, b_row = rows.group * kShapeN + n_block * BLOCK_N;
+                const int32_t a_box_row = static_cast<int32_t>(a_row - a_box_shift(a_row));   // A's box (As: a_row)
                 FP8GEMM_DENSE_PRODUCER_UNROLL
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb, ++pipe) {
                     wait_parity(smem_addr(&empty_bar[pipe.stage]), pipe.empty_parity());
@@ -415,11 +440,11 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     };
                     if (kMulticastA && share) {
                         if (rank == 0) {
-                            tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_row, kPairMask);
+                            tma_load_2d_multicast(a_dst, &tmap_a, bar, k, a_box_row, kPairMask);
                             if (sfa_load) load_sfa(true);
                         }
                     } else {
-                        tma_load_2d(a_dst, &tmap_a, bar, k, a_row);
+                        tma_load_2d(a_dst, &tmap_a, bar, k, a_box_row);
                         if (sfa_load) load_sfa(false);
                     }
                     if (!kMulticastA && share) {
@@ -539,6 +564,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
 
             const TileRows rows = locate(m_block);
             const uint32_t tile_row = rows.row_base, row_end = rows.row_end;
+            // the A box's move (a_box_shift) in descriptor units (16 bytes): whole 1024-byte atoms
+            const uint32_t lo_shift = a_box_shift(tile_row) * (BLOCK_K >> 4);
             // NOTES: a wave with no row below M still runs its wgmma on the zero-filled rows (DeepGEMM
             // too): a branch around each wave cost the loop 4 branches per K block; it only skips
             // its stores.
@@ -567,7 +594,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                         // Read before the stage is released (the next tile's loads may land there).
                         const float sa0 = sfa[(w * S::kWaveRows + r0) * kSfaWindow];
                         const float sa1 = sfa[(w * S::kWaveRows + r0 + 8) * kSfaWindow];
-                        const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
+                        const uint32_t lo_a = lo_a0 + lo_shift + stage * (kAStage >> 4) + w * (S::kWaveRows * BLOCK_K >> 4);
                         const uint32_t lo_b = lo_b0 + stage * (kBStage >> 4);
                         wgmma_fence_operands(accum);
                         wgmma_fence();
@@ -631,7 +658,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     wait_parity(full0 + stage * 8u, pipe.full_parity());
                     const float* sfa = sfa_at(kb, stage);
                     const float sa0 = sfa[r0 * kSfaWindow], sa1 = sfa[(r0 + 8) * kSfaWindow];
-                    const uint32_t lo_a = lo_a0 + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
+                    const uint32_t lo_a = lo_a0 + lo_shift + stage * (kAStage >> 4), lo_b = lo_b0 + stage * (kBStage >> 4);
                     wgmma_fence_operands(cur);
                     wgmma_fence();
 #pragma unroll

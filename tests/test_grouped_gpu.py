@@ -446,6 +446,42 @@ def test_dense_grouped_skip_idle_wg(config, monkeypatch):
 
 
 @DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "256x128 c2A", "64x64"])
+def test_dense_grouped_a_box_shift(config, monkeypatch):
+    """FP8GEMM_DENSE_A_BOX_SHIFT (lab), grouped: the last group's last tile reaches past A's rows
+    (its box moves up into the groups before it); contiguous and masked, bitwise the switch-off
+    result, and the reference."""
+    import cupy
+    from fp8gemm.dispatch import Dense
+    c = {"128x128 c2B": Dense(128, 128, 5, 2, 0, 8), "128x128 2acc": Dense(128, 128, 5, 1, 1, 8, 1),
+         "256x128 c2A": Dense(256, 128, 3, 2, 1, 8), "64x64": Dense(64, 64, 8, 1, 1, 8)}[config]
+    group_sizes = [192, 180, 1, 0, 64, 65, 200, 129]
+    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, 2048, seed=59)
+    am, sam, counts = masked_from_contiguous(a, sa, offsets)
+    monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", False)
+    base = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
+    base_m = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
+    monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", True)
+    assert dense.A_BOX_SHIFT_PRELUDE in c.prelude()
+    # the grouped plan cache keys a forced config by config.key(), not its prelude: start afresh
+    from fp8gemm import compiler, plans
+    plans.PLANS.clear()
+    built = len([key for key in compiler._kernels if dense.A_BOX_SHIFT_PRELUDE in key[3]])
+    try:
+        out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
+        assert len([key for key in compiler._kernels if dense.A_BOX_SHIFT_PRELUDE in key[3]]) > built, \
+            "the call did not build the switch's kernel"
+        check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
+        assert bool((out.view(cupy.uint16) == base.view(cupy.uint16)).all()), "contiguous: other bits"
+        outm = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
+        for g, n_rows in enumerate(group_sizes):
+            assert bool((outm[g, :n_rows].view(cupy.uint16) == base_m[g, :n_rows].view(cupy.uint16)).all()), \
+                f"masked group {g}"
+    finally:
+        plans.PLANS.clear()
+
+
+@DENSE_K_MAJOR
 def test_dense_grouped_equals_plain_dense_per_group():
     """Bit for bit: a group's rows through the grouped dense mode equal the plain dense kernel on
     that group alone (same tile, same K order), where the group starts on a tile boundary."""

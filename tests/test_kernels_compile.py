@@ -507,6 +507,38 @@ def test_dense_skip_idle_wg_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("cfg,n,k,grouped", [((128, 128, 5, 1, 1, 8, 1), 8192, 4096, False),
+                                             ((64, 48, 15, 1, 0, 8), 1536, 4096, False),
+                                             ((256, 128, 3, 2, 1, 8), 4096, 1024, False),
+                                             ((128, 128, 5, 2, 0, 2), 4096, 4096, True)], ids=str)
+def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
+    """FP8GEMM_DENSE_A_BOX_SHIFT (lab): the prelude under the switch only; with it the kernel
+    compiles without spills or stack (two accumulators, a straddling width, 256-row pairs, the
+    grouped mode), with the plain kernel's wgmma count and registers, and at most 32 SASS
+    instructions more (once per tile: none in the unrolled K loop; session 48: +16-24)."""
+    from fp8gemm.dispatch import dense
+    c = Dense(*cfg)
+    assert not dense.A_BOX_SHIFT_SWITCH and dense.A_BOX_SHIFT_PRELUDE not in c.prelude()
+    targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped,
+                            sfa_flat=not grouped and dense.flat_kb_ok(k // 128))
+    counts, regs = [], []
+    for on in (False, True):
+        monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", on)
+        assert (dense.A_BOX_SHIFT_PRELUDE in c.prelude()) == on
+        log = _compile(tmp_path, c.variant, targs, c.prelude())
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+        assert "0 bytes stack frame" in log, log[-2000:]
+        regs.append(re.findall(r"Used (\d+) registers", log))
+        if CUOBJDUMP:
+            sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
+            counts.append((len(re.findall(r"\bHGMMA\.|\bQGMMA\.", sass)), len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?!NOP)", sass, re.M))))
+    assert regs[0] == regs[1], regs
+    if counts:
+        assert counts[0][0] == counts[1][0] > 0, counts
+        assert 0 < counts[1][1] - counts[0][1] <= 32, counts
+
+
+@needs_nvcc
 @pytest.mark.parametrize("cfg,n,k", [((64, 16, 15, 1, 0, 8, 1), 1536, 1024), ((256, 128, 3, 2, 1, 8), 4096, 512),
                                      ((128, 96, 5, 1, 1, 8), 1000, 1024)], ids=str)
 def test_dense_flat_wide_compiles(tmp_path, cfg, n, k):

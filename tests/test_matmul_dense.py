@@ -222,6 +222,29 @@ def test_skip_idle_wg(m, k, cfg, monkeypatch):
                            m + 1000 + 5 * k, "skipping the idle warpgroup")
 
 
+# tiles whose last row tile reaches 8 or more rows past A, so that the box moves (a_box_shift): 64-row
+# tiles (two accumulators, a straddling width), 128 rows (one and two accumulators, pairs sharing A
+# and B, 64 and 96 columns), 256-row pairs sharing A and B; M with 1-7 rows past the moved box too
+A_BOX_SHIFT_CASES = [((64, 16, 15, 1, 0, 8, 1), 100), ((64, 48, 15, 1, 0, 8), 158), ((128, 128, 5, 1, 1, 8), 158),
+                     ((128, 128, 5, 1, 1, 8, 1), 214), ((128, 64, 6, 1, 1, 8), 300), ((128, 128, 5, 2, 1, 8), 4161),
+                     ((128, 128, 5, 2, 0, 8), 4160), ((256, 128, 3, 2, 1, 8), 300), ((256, 128, 3, 2, 0, 8), 600),
+                     ((64, 96, 8, 2, 0, 8), 150), ((128, 96, 5, 1, 1, 8), 4100)]
+
+
+@pytest.mark.parametrize("cfg,m", A_BOX_SHIFT_CASES, ids=str)
+@pytest.mark.parametrize("k", [1024, 2048], ids=str)
+def test_a_box_shift(m, k, cfg, monkeypatch):
+    """FP8GEMM_DENSE_A_BOX_SHIFT (lab): the last row tile's A box moved up by whole 8-row atoms and
+    the wgmma descriptors that many rows in; the rows past the stage come from other shared memory
+    and reach only rows past M. A and the output in NaN-filled buffers (the rows just past M are
+    NaN in memory, outside the map); against the reference and bitwise the switch-off result."""
+    c = Dense(*cfg)
+    last = (-(-m // c.block_m) - 1) * c.block_m
+    assert last > 0 and last + c.block_m - m >= 8, "the box would not move: nothing tested"
+    same_bits_under_switch(monkeypatch, "A_BOX_SHIFT_SWITCH", dense.A_BOX_SHIFT_PRELUDE, cfg, m, 1000, k,
+                           m + 7 * k, "the moved A box")
+
+
 @pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: Dense(*c).label().replace(" ", "_"))
 @pytest.mark.parametrize("m,n,k", [(300, 1000, 1536), (129, 264, 4096)], ids=str)
 def test_fp16(m, n, k, cfg):
