@@ -80,6 +80,11 @@ SKIP_IDLE_WG_PRELUDE = "#define FP8GEMM_DENSE_SKIP_IDLE_WG 1\n"
 # 8192 x 4096: 38.0 us at M = 158, 20.1 at M = 256), the general kernel (which moves its box) not.
 A_BOX_SHIFT_SWITCH = os.environ.get("FP8GEMM_DENSE_A_BOX_SHIFT", "0") == "1"
 A_BOX_SHIFT_PRELUDE = "#define FP8GEMM_DENSE_A_BOX_SHIFT 1\n"
+# Lab switch (FP8GEMM_DENSE_SHORT_SFA_BOX=1, off until measured): below one row tile the K-major As
+# window's box has round_up(M, 8) rows, as the short A box has for A (the kernel's
+# FP8GEMM_DENSE_SHORT_SFA_BOX; sfa_box_rows): the window's 64-row box at M = 24 zero-fills 40 rows a load.
+SHORT_SFA_BOX_SWITCH = os.environ.get("FP8GEMM_DENSE_SHORT_SFA_BOX", "0") == "1"
+SHORT_SFA_BOX_PRELUDE = "#define FP8GEMM_DENSE_SHORT_SFA_BOX 1\n"
 # The producer chosen by elect.sync and its K loop unrolled by 8 (the kernel's
 # FP8GEMM_DENSE_ELECT_PRODUCER): 25-30 SASS instructions per stage against 54-66, as DeepGEMM's.
 # On by default since session 42: at DeepGEMM's 64-row tiles, where the producer is on the critical
@@ -182,6 +187,13 @@ def flat_box(block_m: int, kb: int) -> int:
     units that divide the tile's run of block_m * kb floats."""
     units = block_m * kb // 64
     return 64 * next(d for d in (4, 3, 2, 1) if units % d == 0)
+
+
+def sfa_box_rows(m: int, block_m: int, short_box: bool, flat: bool) -> int:
+    """The K-major As map's box rows in the plain mode: with ``short_box`` (the kernel's
+    FP8GEMM_DENSE_SHORT_SFA_BOX prelude) round_up(M, 8) where M is below one row tile and the As is a
+    window (not flat), else block_m. The kernel's full barrier expects the same, so the two agree."""
+    return min(block_m, -(-m // 8) * 8) if short_box and not flat and m < block_m else block_m
 
 
 def k_major_as_map(p, rows: int, flat: bool | None = None):
@@ -415,7 +427,8 @@ class Dense(Candidate):
         check_units(tiles, f"M = {p.m}, N = {p.n}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
-                    + (("desc", k_major_as_map(p, self.block_m, flat) if k_major else m_major_as_map(p, self.block_m)),)
+                    + (("desc", k_major_as_map(p, sfa_box_rows(p.m, self.block_m, SHORT_SFA_BOX_PRELUDE in prelude, flat),
+                                               flat) if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))
 
@@ -451,13 +464,15 @@ class Dense(Candidate):
         under IMPLICIT_CLUSTER_SWITCH, the elected producer under ELECT_PRODUCER_SWITCH, the short
         A box under SHORT_A_BOX_SWITCH (the plan's A map follows the prelude it compiled with), the Bs
         load ahead under SFB_AHEAD_SWITCH, idle warpgroups skipped under SKIP_IDLE_WG_SWITCH, the last
-        row tile's A box moved up under A_BOX_SHIFT_SWITCH."""
+        row tile's A box moved up under A_BOX_SHIFT_SWITCH, the short As window under
+        SHORT_SFA_BOX_SWITCH."""
         return ((IMPLICIT_CLUSTER_PRELUDE if IMPLICIT_CLUSTER_SWITCH and self.cluster == 1 else "")
                 + (ELECT_PRODUCER_PRELUDE if ELECT_PRODUCER_SWITCH else "")
                 + (SHORT_A_BOX_PRELUDE if SHORT_A_BOX_SWITCH else "")
                 + (SFB_AHEAD_PRELUDE if SFB_AHEAD_SWITCH else "")
                 + (SKIP_IDLE_WG_PRELUDE if SKIP_IDLE_WG_SWITCH else "")
-                + (A_BOX_SHIFT_PRELUDE if A_BOX_SHIFT_SWITCH else ""))
+                + (A_BOX_SHIFT_PRELUDE if A_BOX_SHIFT_SWITCH else "")
+                + (SHORT_SFA_BOX_PRELUDE if SHORT_SFA_BOX_SWITCH else ""))
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""

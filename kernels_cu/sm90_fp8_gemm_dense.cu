@@ -208,6 +208,12 @@ struct Raster {
 // next tile's Bs load is issued before this tile's Bs store and barrier (the math loop says why).
 // FP8GEMM_DENSE_SKIP_IDLE_WG (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SKIP_IDLE_WG=1): a
 // math warpgroup with no row below the tile's end runs no wgmma for that tile (the math loop says why).
+// FP8GEMM_DENSE_SHORT_SFA_BOX (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_SHORT_SFA_BOX=1):
+// where M is below one row tile (and not grouped) the K-major As window's box has round_up(M, 8)
+// rows (the host's map; dispatch/dense.py: sfa_box_rows) and the full barrier expects that many
+// bytes: the short A box's reasoning for the scales (a window of 64 rows at M = 24 zero-fills 40
+// rows per load, and TMA fills past the map slowly). Rows past the box keep stale shared memory,
+// read only for rows >= M, never stored. The flat As (K <= 1024) is one run and keeps its boxes.
 // FP8GEMM_DENSE_A_BOX_SHIFT (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_A_BOX_SHIFT=1): a
 // row tile whose A box would reach past A's last row (the last row tile of M, when M has rows above
 // it) loads its box moved up by whole 8-row swizzle atoms, to end less than 8 rows past A, and its
@@ -345,6 +351,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
 #else
     constexpr uint32_t a_stage_tx = kAStage;
 #endif
+#ifdef FP8GEMM_DENSE_SHORT_SFA_BOX
+    const uint32_t sfa_tx = (kSfaKMajor && !kSfaFlat && !kGrouped && M < BLOCK_M) ? (M + 7u) / 8u * 8u * kSfaWindow * 4u
+                                                                                  : kSfaBytes;
+#else
+    constexpr uint32_t sfa_tx = kSfaBytes;
+#endif
     // The rows the tile at row_base moves its A box up by (FP8GEMM_DENSE_A_BOX_SHIFT; 0 without it).
     const auto a_box_shift = [&](uint32_t row_base) -> uint32_t {
 #ifdef FP8GEMM_DENSE_A_BOX_SHIFT
@@ -452,7 +464,7 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
                     } else {
                         tma_load_2d(b_dst, &tmap_b, bar, k, b_row);
                     }
-                    mbarrier_arrive_expect_tx(bar, a_stage_tx + kBStage + (sfa_load ? kSfaBytes : 0u));
+                    mbarrier_arrive_expect_tx(bar, a_stage_tx + kBStage + (sfa_load ? sfa_tx : 0u));
                 }
             }
             // A pair: every remote arrival on this CTA's empty barriers has landed before it exits.

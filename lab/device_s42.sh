@@ -9,6 +9,8 @@
 #   BI500_S: issue 57's acceptance run, 500 random (M1, M2, N, K) per dtype (FP8GEMM_TEST_RANDOM_PAIRS=500; off by default)
 #   BITRACE_S: the mode beside the default and DeepGEMM over the whole trace (--batch-invariant; off by default)
 #   ABS_S: the moved A box A/B (lab/a_box_shift_ab.py, FP8GEMM_DENSE_A_BOX_SHIFT; off by default)
+#   SWAB_S, SWAB_ENV, SWAB_SHAPES: fp8gemm-bench --shapes SWAB_SHAPES --peers deepgemm with SWAB_ENV=0
+#     then =1 (a dense lab switch on the table's picks; off by default)
 #   SUITE_FILES: the suite's test files (default: all of tests/)
 #   STATE, TABLE_IN: an earlier call's tune.state.json and table (carried) to go on from
 #   $OUT gets the table, tune.state.json and logs.tgz (every log, csv and json of the parts)
@@ -41,7 +43,7 @@ if [ "${SUITE_S:-230}" != 0 ]; then
   grep -cE " PASSED " "$W/suite.log"; tail -1 "$W/suite.log" | cut -c1-200
 fi
 save
-if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}${BITRACE_S:-0}${ABS_S:-0}" != 00000 ]; then   # DeepGEMM only where a part times it
+if [ "${UNSEEN_S:-200}${TRACE_S:-0}${MODEL_S:-150}${BITRACE_S:-0}${ABS_S:-0}${SWAB_S:-0}" != 000000 ]; then   # DeepGEMM only where a part times it
   . .peers/deepgemm/build.sh > "$W/deepgemm_build.log" 2>&1; echo "deepgemm build rc=$?"; tail -1 "$W/deepgemm_build.log"
 fi
 save
@@ -61,6 +63,14 @@ save
 if [ "${ABS_S:-0}" != 0 ]; then   # issue 55: the last row tile's A box past A's rows, then moved up
   timeout $ABS_S python3 lab/a_box_shift_ab.py "$W/a_box_shift.json" 15 > "$W/a_box_shift.log" 2>&1; echo "a box shift rc=$?"
   grep -E "past|moved|deepgemm" "$W/a_box_shift.log" | cut -c1-90 | tail -40
+fi
+save
+if [ "${SWAB_S:-0}" != 0 ]; then   # a dense lab switch off then on, on the table's picks, DeepGEMM in each run
+  for r in 0 1; do
+    env ${SWAB_ENV:?SWAB_ENV names the switch}=$r timeout $SWAB_S python3 -m fp8gemm.bench --shapes ${SWAB_SHAPES:?} --peers deepgemm \
+      --timer cupti --iters 15 --csv "$W/swab_$r.csv" > "$W/swab_$r.log" 2>&1; echo "switch A/B $SWAB_ENV=$r rc=$?"
+    grep -A2 "^Summary" "$W/swab_$r.log" | tail -1 | cut -c1-200
+  done
 fi
 save
 if [ "${BI500_S:-0}" != 0 ]; then   # issue 57: 500 random M pairs per output dtype, bitwise

@@ -511,31 +511,39 @@ def test_dense_skip_idle_wg_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
                                              ((64, 48, 15, 1, 0, 8), 1536, 4096, False),
                                              ((256, 128, 3, 2, 1, 8), 4096, 1024, False),
                                              ((128, 128, 5, 2, 0, 2), 4096, 4096, True)], ids=str)
-def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped):
-    """FP8GEMM_DENSE_A_BOX_SHIFT (lab): the prelude under the switch only; with it the kernel
-    compiles without spills or stack (two accumulators, a straddling width, 256-row pairs, the
-    grouped mode), with the plain kernel's wgmma count and registers, and at most 32 SASS
-    instructions more (once per tile: none in the unrolled K loop; session 48: +16-24)."""
+@pytest.mark.parametrize("switch,prelude", [("A_BOX_SHIFT_SWITCH", "A_BOX_SHIFT_PRELUDE"),
+                                            ("SHORT_SFA_BOX_SWITCH", "SHORT_SFA_BOX_PRELUDE")], ids=str)
+def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped, switch, prelude):
+    """FP8GEMM_DENSE_A_BOX_SHIFT and FP8GEMM_DENSE_SHORT_SFA_BOX (lab): each prelude under its switch
+    only; with it the kernel compiles without spills or stack (two accumulators, a straddling width,
+    256-row pairs, the grouped mode), with the plain kernel's wgmma count and registers, and at most
+    32 SASS instructions more (once per tile or launch: none in the unrolled K loop; session 48:
+    +16-24 for the moved box)."""
     from fp8gemm.dispatch import dense
     c = Dense(*cfg)
-    assert not dense.A_BOX_SHIFT_SWITCH and dense.A_BOX_SHIFT_PRELUDE not in c.prelude()
+    prelude = getattr(dense, prelude)
+    assert not getattr(dense, switch) and prelude not in c.prelude()
     targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped,
                             sfa_flat=not grouped and dense.flat_kb_ok(k // 128))
     counts, regs = [], []
     for on in (False, True):
-        monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", on)
-        assert (dense.A_BOX_SHIFT_PRELUDE in c.prelude()) == on
+        monkeypatch.setattr(dense, switch, on)
+        assert (prelude in c.prelude()) == on
         log = _compile(tmp_path, c.variant, targs, c.prelude())
         assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
         assert "0 bytes stack frame" in log, log[-2000:]
         regs.append(re.findall(r"Used (\d+) registers", log))
         if CUOBJDUMP:
             sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
-            counts.append((len(re.findall(r"\bHGMMA\.|\bQGMMA\.", sass)), len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?!NOP)", sass, re.M))))
+            code = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?!NOP)(.*?);", sass, re.M)
+            counts.append((len(re.findall(r"\bHGMMA\.|\bQGMMA\.", sass)), len(code), code))
     assert regs[0] == regs[1], regs
     if counts:
-        assert counts[0][0] == counts[1][0] > 0, counts
-        assert 0 < counts[1][1] - counts[0][1] <= 32, counts
+        assert counts[0][0] == counts[1][0] > 0, counts[0][:2] + counts[1][:2]
+        # the short window: not in the grouped mode nor with a flat As (K <= 1024), the same code there
+        applies = switch == "A_BOX_SHIFT_SWITCH" or not (grouped or dense.flat_kb_ok(k // 128))
+        assert (counts[1][2] != counts[0][2]) == applies, "the prelude changed nothing" if applies else "it changed code"
+        assert 0 <= counts[1][1] - counts[0][1] <= 32, counts[0][:2] + counts[1][:2]
 
 
 @needs_nvcc

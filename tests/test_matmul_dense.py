@@ -222,6 +222,23 @@ def test_skip_idle_wg(m, k, cfg, monkeypatch):
                            m + 1000 + 5 * k, "skipping the idle warpgroup")
 
 
+@K_MAJOR
+@pytest.mark.parametrize("cfg", SHORT_BOX_CONFIGS, ids=lambda c: Dense(*c).label().replace(" ", "_"))
+@pytest.mark.parametrize("m", [1, 5, 32, 33, 63, 100])
+@pytest.mark.parametrize("k", [2048, 4096], ids=str)
+def test_short_sfa_box(m, k, cfg, monkeypatch):
+    """FP8GEMM_DENSE_SHORT_SFA_BOX (lab): below one row tile the K-major As window's box is
+    round_up(M, 8) rows and the rows past it keep stale shared memory, which must reach no stored
+    row (M = 100 at 64-row tiles: the switch changes nothing there). A inside a NaN-filled buffer,
+    the output inside one; against the reference and bitwise the full window's result."""
+    c = Dense(*cfg)
+    assert not dense.sfa_flat(SimpleNamespace(m=m, k=k, sa_ptr=256, sa_stride_m=k // 128, sa_stride_k=1))
+    assert dense.sfa_box_rows(m, c.block_m, True, False) == (min(c.block_m, -(-m // 8) * 8) if m < c.block_m
+                                                              else c.block_m)
+    same_bits_under_switch(monkeypatch, "SHORT_SFA_BOX_SWITCH", dense.SHORT_SFA_BOX_PRELUDE, cfg, m, 1000, k,
+                           3 * m + k, "the short As window")
+
+
 # tiles whose last row tile reaches 8 or more rows past A, so that the box moves (a_box_shift): 64-row
 # tiles (two accumulators, a straddling width), 128 rows (one and two accumulators, pairs sharing A
 # and B, 64 and 96 columns), 256-row pairs sharing A and B; M with 1-7 rows past the moved box too
