@@ -413,63 +413,26 @@ def test_dense_grouped_fp32_coarse(config):
     assert out.dtype == cupy.float32
 
 
-@DENSE_K_MAJOR
-@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "256x128 c2A", "128x192 c2B"])
-def test_dense_grouped_skip_idle_wg(config, monkeypatch):
-    """FP8GEMM_DENSE_SKIP_IDLE_WG (lab), grouped: groups of 192 +- a few rows (a second 128-row
-    tile of 64 rows or fewer: its second warpgroup idle), 1, 0, 64 and 65 rows; contiguous and
-    masked, bitwise the switch-off result, and the reference."""
+def grouped_same_bits_under_switch(monkeypatch, c, switch, prelude, seed):
+    """A dense lab switch in the grouped mode against its off form: groups of 192 +- a few rows (a
+    second 128-row tile of 64 rows or fewer), 1, 0, 64 and 65 rows, the last group's last tile past
+    A's rows; contiguous and masked, bitwise the switch-off result, and the reference."""
     import cupy
-    from fp8gemm.dispatch import Dense
-    c = {"128x128 c2B": Dense(128, 128, 5, 2, 0, 8), "128x128 2acc": Dense(128, 128, 5, 1, 1, 8, 1),
-         "256x128 c2A": Dense(256, 128, 3, 2, 1, 8), "128x192 c2B": Dense(128, 192, 4, 2, 0, 8)}[config]
     group_sizes = [192, 180, 1, 0, 64, 65, 200, 129]
-    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, 2048, seed=53)
+    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, 2048, seed=seed)
     am, sam, counts = masked_from_contiguous(a, sa, offsets)
-    monkeypatch.setattr(dense, "SKIP_IDLE_WG_SWITCH", False)
+    monkeypatch.setattr(dense, switch, False)
     base = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
     base_m = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
-    monkeypatch.setattr(dense, "SKIP_IDLE_WG_SWITCH", True)
-    assert dense.SKIP_IDLE_WG_PRELUDE in c.prelude()
+    monkeypatch.setattr(dense, switch, True)
+    assert prelude in c.prelude()
     # the grouped plan cache keys a forced config by config.key(), not its prelude: start afresh
     from fp8gemm import compiler, plans
     plans.PLANS.clear()
-    built = len([key for key in compiler._kernels if dense.SKIP_IDLE_WG_PRELUDE in key[3]])
-    out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
-    assert len([key for key in compiler._kernels if dense.SKIP_IDLE_WG_PRELUDE in key[3]]) > built, \
-        "the call did not build the switch's kernel"
-    check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
-    assert bool((out.view(cupy.uint16) == base.view(cupy.uint16)).all()), "contiguous: other bits"
-    outm = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
-    for g, n_rows in enumerate(group_sizes):
-        assert bool((outm[g, :n_rows].view(cupy.uint16) == base_m[g, :n_rows].view(cupy.uint16)).all()), f"masked group {g}"
-
-
-@DENSE_K_MAJOR
-@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "256x128 c2A", "64x64"])
-def test_dense_grouped_a_box_shift(config, monkeypatch):
-    """FP8GEMM_DENSE_A_BOX_SHIFT (lab), grouped: the last group's last tile reaches past A's rows
-    (its box moves up into the groups before it); contiguous and masked, bitwise the switch-off
-    result, and the reference."""
-    import cupy
-    from fp8gemm.dispatch import Dense
-    c = {"128x128 c2B": Dense(128, 128, 5, 2, 0, 8), "128x128 2acc": Dense(128, 128, 5, 1, 1, 8, 1),
-         "256x128 c2A": Dense(256, 128, 3, 2, 1, 8), "64x64": Dense(64, 64, 8, 1, 1, 8)}[config]
-    group_sizes = [192, 180, 1, 0, 64, 65, 200, 129]
-    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, 2048, seed=59)
-    am, sam, counts = masked_from_contiguous(a, sa, offsets)
-    monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", False)
-    base = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
-    base_m = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
-    monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", True)
-    assert dense.A_BOX_SHIFT_PRELUDE in c.prelude()
-    # the grouped plan cache keys a forced config by config.key(), not its prelude: start afresh
-    from fp8gemm import compiler, plans
-    plans.PLANS.clear()
-    built = len([key for key in compiler._kernels if dense.A_BOX_SHIFT_PRELUDE in key[3]])
+    built = len([key for key in compiler._kernels if prelude in key[3]])
     try:
         out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
-        assert len([key for key in compiler._kernels if dense.A_BOX_SHIFT_PRELUDE in key[3]]) > built, \
+        assert len([key for key in compiler._kernels if prelude in key[3]]) > built, \
             "the call did not build the switch's kernel"
         check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
         assert bool((out.view(cupy.uint16) == base.view(cupy.uint16)).all()), "contiguous: other bits"
@@ -479,6 +442,31 @@ def test_dense_grouped_a_box_shift(config, monkeypatch):
                 f"masked group {g}"
     finally:
         plans.PLANS.clear()
+
+
+GROUPED_SWITCH_TILES = {"128x128 c2B": (128, 128, 5, 2, 0, 8), "128x128 2acc": (128, 128, 5, 1, 1, 8, 1),
+                        "256x128 c2A": (256, 128, 3, 2, 1, 8), "128x192 c2B": (128, 192, 4, 2, 0, 8),
+                        "64x64": (64, 64, 8, 1, 1, 8)}
+
+
+@DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "256x128 c2A", "128x192 c2B"])
+def test_dense_grouped_skip_idle_wg(config, monkeypatch):
+    """FP8GEMM_DENSE_SKIP_IDLE_WG (lab), grouped: the second 128-row tiles of 64 rows or fewer leave
+    their second warpgroup idle (grouped_same_bits_under_switch's groups)."""
+    from fp8gemm.dispatch import Dense
+    grouped_same_bits_under_switch(monkeypatch, Dense(*GROUPED_SWITCH_TILES[config]), "SKIP_IDLE_WG_SWITCH",
+                                   dense.SKIP_IDLE_WG_PRELUDE, 53)
+
+
+@DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "256x128 c2A", "64x64"])
+def test_dense_grouped_a_box_shift(config, monkeypatch):
+    """FP8GEMM_DENSE_A_BOX_SHIFT (lab), grouped: the last group's last tile reaches past A's rows
+    (its box moves up into the groups before it)."""
+    from fp8gemm.dispatch import Dense
+    grouped_same_bits_under_switch(monkeypatch, Dense(*GROUPED_SWITCH_TILES[config]), "A_BOX_SHIFT_SWITCH",
+                                   dense.A_BOX_SHIFT_PRELUDE, 59)
 
 
 @DENSE_K_MAJOR
