@@ -558,10 +558,11 @@ class Dense(Candidate):
     @classmethod
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """The configurations measured at DeepGEMM's speed or better (bench/NOTES.md, session 36),
-        by M: 256 x 128 pairs (and 128 x 128 two-accumulator pairs) from 512 rows, 128-row tiles (one and two accumulators) and 64 x 64
-        from 65, DeepGEMM's own tile alone up to 64. Only where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple
-        of 4, k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to
-        the general kernel where a caller's As is neither (fp8gemm/api.py)."""
+        by M: 256 x 128 pairs (and 128 x 128 two-accumulator pairs) from 512 rows, 128-row tiles
+        (one and two accumulators) and 64 x 64 from 65, DeepGEMM's own tile alone up to 64. Only
+        where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple of 4,
+        k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to the
+        general kernel where a caller's As is neither (fp8gemm/api.py)."""
         if not K_MAJOR_SWITCH or desc.out_dtype == "float32" or not k_major_kb_ok(cdiv(desc.k, BLOCK_K)):
             return []
         if desc.m <= 64:
