@@ -193,7 +193,7 @@ def sfa_box_rows(m: int, block_m: int, short_box: bool, flat: bool) -> int:
     """The K-major As map's box rows in the plain mode: with ``short_box`` (the kernel's
     FP8GEMM_DENSE_SHORT_SFA_BOX prelude) round_up(M, 8) where M is below one row tile and the As is a
     window (not flat), else block_m. The kernel's full barrier expects the same, so the two agree."""
-    return min(block_m, -(-m // 8) * 8) if short_box and not flat and m < block_m else block_m
+    return a_box_rows(m, block_m, short_box and not flat)
 
 
 def k_major_as_map(p, rows: int, flat: bool | None = None):

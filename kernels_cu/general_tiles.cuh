@@ -194,22 +194,16 @@ struct GeneralTiles {
     }
 
     /// Where the producer loads the tile's A-side box (kBlockM rows of tmap_a) and how many rows the
-    /// consumers skip in it. NOTES: a box reaching past the map's last row is zero-filled by TMA,
-    /// but slowly: with 80 of 128 rows past the end the grouped GEMM took 1.5x as long
-    /// (bench/NOTES.md). Such a box is moved up by whole 8-row swizzle atoms (the 1024-byte
-    /// alignment wgmma's descriptors need) to end less than 8 rows past the map, when the map has
-    /// rows above it; the consumers start their descriptors that many rows in. Every row a tile
+    /// consumers skip in it: a box reaching past the map's last row moves up (box_shift_rows, which
+    /// says why) and the consumers start their descriptors that many rows in. Every row a tile
     /// stores stays inside the box; the rows past it are past the map (never stored) and are read
     /// from what follows the A stage in shared memory: at most kMaxBoxShift rows, so that reads of
     /// the last A stage stay inside the B stages and the staging area.
     __device__ __forceinline__ void a_box(const TileSpan& t, uint32_t& box_row, uint32_t& shift) const {
         const uint32_t a_map_rows = kSwapAB ? (kGrouped ? num_groups * N : N) : M;
         box_row = t.row_base + (kSwapAB ? t.group * N : 0u);
-        shift = 0;
-        if (box_row + kBlockM > a_map_rows) {
-            const uint32_t over = min((box_row + kBlockM - a_map_rows) & ~7u, kMaxBoxShift);
-            if (over <= box_row) { box_row -= over; shift = over; }
-        }
+        shift = box_shift_rows<kBlockM, kMaxBoxShift>(box_row, a_map_rows);
+        box_row -= shift;
     }
 
     __device__ __forceinline__ UnitLoads loads(const Scheduler& sched, uint32_t u) const {

@@ -133,6 +133,20 @@ struct TileRows {
     uint32_t group;      // which weight matrix (0 when not grouped)
 };
 
+/// How many rows a box of kBoxRows rows starting at row_base moves up so that it ends less than 8
+/// rows past a map of map_rows rows: whole 8-row atoms (the 1024-byte alignment a 128B-swizzled
+/// wgmma operand needs), at most kMaxShift, and only where the map has that many rows above it (0
+/// when the box already fits). NOTES: TMA zero-fills a box's rows past the map, but slowly (the
+/// general kernel's grouped GEMM took 1.5x as long with 80 of 128 rows past the end; bench/NOTES.md).
+/// The caller's consumers start that many rows into the stage. Shared by GeneralTiles::a_box and the
+/// dense kernel (FP8GEMM_DENSE_A_BOX_SHIFT).
+template <uint32_t kBoxRows, uint32_t kMaxShift>
+__device__ __forceinline__ uint32_t box_shift_rows(uint32_t row_base, uint32_t map_rows) {
+    if (row_base + kBoxRows <= map_rows) return 0u;
+    const uint32_t over = min((row_base + kBoxRows - map_rows) & ~7u, kMaxShift);
+    return over <= row_base ? over : 0u;
+}
+
 /// Rows [first, first + rows) of group g, clamped into [0, total_rows): offsets or counts that are
 /// out of range or decreasing cannot send a load or a store outside the arrays.
 __device__ __forceinline__ void group_extent(const int32_t* groups, uint32_t g, uint32_t group_rows,

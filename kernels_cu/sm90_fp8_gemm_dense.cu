@@ -360,15 +360,12 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // The rows the tile at row_base moves its A box up by (FP8GEMM_DENSE_A_BOX_SHIFT; 0 without it).
     const auto a_box_shift = [&](uint32_t row_base) -> uint32_t {
 #ifdef FP8GEMM_DENSE_A_BOX_SHIFT
-        // what follows the last A stage, in whole 8-row atoms, below one tile
+        // at most what follows the last A stage, in whole 8-row atoms, below one tile
         constexpr uint32_t kAfter = (kNumStages * kBStage + kStagingBytes) / BLOCK_K;
-        constexpr uint32_t kMaxBoxShift = (kAfter < BLOCK_M - 8 ? kAfter : BLOCK_M - 8) & ~7u;
-        if (row_base + BLOCK_M > M) {
-            const uint32_t over = min((row_base + BLOCK_M - M) & ~7u, kMaxBoxShift);
-            return over <= row_base ? over : 0u;
-        }
-#endif
+        return box_shift_rows<BLOCK_M, (kAfter < BLOCK_M - 8 ? kAfter : BLOCK_M - 8) & ~7u>(row_base, M);
+#else
         return 0u;
+#endif
     };
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;
