@@ -45,6 +45,16 @@ NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows tak
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
+# Lab switch (FP8GEMM_DENSE_SFA_WINDOW32=1, off until measured): where K / 128 is a multiple of 32
+# (K = 4096, 8192), the plain mode's K-major As window is 32 K blocks, box {32, rows}: a tile's 64 or
+# 128 rows of 128 bytes, one contiguous run in our quantizer's packed As (K = 4096), once per 32
+# stages, 128B-swizzled so that a warp's 8 rows of one column lie in 8 banks. The window of 8 reads
+# rows of 32 bytes, a quarter of each 128-byte line, four times per line; at K = 1024 the flat run
+# (FLAT_WIDE_SWITCH) instead of such a window took 2-18% off (bench/NOTES.md, session 47). Only
+# 64- and 128-row tiles, only where the two 32-block slots fit beside the ring and the staging
+# (sfa_window_for), not the grouped mode (its map and template keep the window of 8).
+SFA_WINDOW32_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32", "0") == "1"
+SFA_WIDE_WINDOW = 32
 # Unpaired tiles compiled without the cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu:
 # FP8GEMM_DENSE_CLUSTER_DIMS) and launched plainly, as DeepGEMM launches its unpaired tiles; on by
 # default since session 44 (FP8GEMM_DENSE_IMPLICIT_CLUSTER=0: every instantiation a cluster launch,
@@ -196,8 +206,9 @@ def sfa_box_rows(m: int, block_m: int, short_box: bool, flat: bool) -> int:
     return a_box_rows(m, block_m, short_box and not flat)
 
 
-def k_major_as_map(p, rows: int, flat: bool | None = None):
-    """As [M, K / 128] row-major, box {rows, sfa_window K blocks}; TMA zero-fills past M. Flat
+def k_major_as_map(p, rows: int, flat: bool | None = None, window: int | None = None):
+    """As [M, K / 128] row-major, box {rows, ``window`` K blocks} (None: sfa_window(K); the wide
+    window of 32, 128 bytes a row, 128B-swizzled as the kernel reads it); TMA zero-fills past M. Flat
     (``flat``; None: sfa_flat(p)): one row of M * K / 128 floats, box flat_box; TMA zero-fills
     past its end. The map must be the form the kernel was compiled for (its kSfaWindowK and
     kSfaFlatWide): another box makes each stage's expected bytes wrong and the kernel hangs."""
@@ -206,7 +217,9 @@ def k_major_as_map(p, rows: int, flat: bool | None = None):
         run = p.m * kb
         return tma.encode_2d(p.sa_ptr, 1, run, -(-run * 4 // 16) * 16, 1, flat_box(rows, kb), 4, tma.SWIZZLE_NONE)
     row_stride = max(p.sa_stride_m, kb) if p.m == 1 else p.sa_stride_m
-    return tma.encode_2d(p.sa_ptr, p.m, kb, -(-row_stride * 4 // 16) * 16, rows, sfa_window(p.k), 4, tma.SWIZZLE_NONE)
+    window = sfa_window(p.k) if window is None else window
+    swizzle = tma.SWIZZLE_128B if window == SFA_WIDE_WINDOW else tma.SWIZZLE_NONE
+    return tma.encode_2d(p.sa_ptr, p.m, kb, -(-row_stride * 4 // 16) * 16, rows, window, 4, swizzle)
 
 
 def grouped_as_ok(p) -> bool:
@@ -345,14 +358,30 @@ class Dense(Candidate):
         return self.block_m * self.block_n * OUT_BYTES[out_dtype] if tma_store else 0
 
     def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True,
-                   sfa_k_major: bool = True, sfa_flat: bool = False) -> int:
+                   sfa_k_major: bool = True, sfa_flat: bool = False, grouped: bool = False) -> int:
         """The kernel's layout: alignment slack, the A / B ring, the staging of every (warpgroup,
-        wave), each stage's As column (or K-major window: the whole K where flat), two tiles'
-        two Bs rows, the barriers. is_valid checks the windowed K-major form, the largest: a
-        config valid there fits every layout."""
+        wave), each stage's As column (or K-major window: the whole K where flat, sfa_window_for's
+        otherwise), two tiles' two Bs rows, the barriers. is_valid checks the windowed K-major
+        form of the window of 8, the largest but for the wide window, which sfa_window_for takes
+        only where it fits."""
+        window = (cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k) if grouped else self.sfa_window_for(k, out_dtype)) \
+            if sfa_k_major else 0
+        return self._smem_bytes(out_dtype, k, tma_store, window)
+
+    def sfa_window_for(self, k: int, out_dtype: str = "bfloat16") -> int:
+        """The plain mode's K-major As window in K blocks: the wide one (SFA_WINDOW32_SWITCH) where
+        K / 128 is a multiple of it, the tile has 64 or 128 rows and the layout with it fits with
+        the staging (so that the store's choice does not change the window), else sfa_window(K)."""
+        if (SFA_WINDOW32_SWITCH and SFA_WINDOW_FORCED == 0 and cdiv(k, BLOCK_K) % SFA_WIDE_WINDOW == 0
+                and self.block_m <= 128
+                and self._smem_bytes(out_dtype, k, True, SFA_WIDE_WINDOW) <= MAX_SMEM_PER_BLOCK):
+            return SFA_WIDE_WINDOW
+        return sfa_window(k)
+
+    def _smem_bytes(self, out_dtype: str, k: int, tma_store: bool, window: int) -> int:
+        """smem_bytes with the As window (0: the M-major column per stage) named."""
         kb = cdiv(k, BLOCK_K)
         sfb = -(-(2 * 2 * kb * 4) // 16) * 16
-        window = (kb if sfa_flat else sfa_window(k)) if sfa_k_major else 0
         sfa = self.block_m * 4 * (sfa_slots(self.stages, window, k) * window if window else self.stages)
         return (1024 + self.stages * (self.block_m + self.block_n) * BLOCK_K
                 + self.staging_bytes(out_dtype, tma_store) + sfa + sfb + BARRIER_BYTES * self.stages)
@@ -398,7 +427,7 @@ class Dense(Candidate):
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
         if grouped or sfa_k_major:
-            window = cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k)
+            window = cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k) if grouped else self.sfa_window_for(k, out_dtype)
             tail = (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
             # kSfaFlatWide: flat where a window could read it (K / 128 = 4 or 8; FLAT_WIDE_SWITCH)
             return head + tail + (("true",) if sfa_flat and window % 4 == 0 else ())
@@ -428,7 +457,8 @@ class Dense(Candidate):
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
                     + (("desc", k_major_as_map(p, sfa_box_rows(p.m, self.block_m, SHORT_SFA_BOX_PRELUDE in prelude, flat),
-                                               flat) if k_major else m_major_as_map(p, self.block_m)),)
+                                               flat, self.sfa_window_for(p.k, p.out_dtype))
+                        if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))
 
@@ -476,7 +506,7 @@ class Dense(Candidate):
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""
-        return self.smem_bytes(out_dtype, k, tma_store, True) + prefix_bytes(num_groups)
+        return self.smem_bytes(out_dtype, k, tma_store, True, grouped=True) + prefix_bytes(num_groups)
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """The grouped mode (kGrouped): A and C all groups' rows, B the groups' weights stacked
@@ -504,7 +534,7 @@ class Dense(Candidate):
         check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     # the window always: the grouped kernel is compiled for it (template_args' sfa_flat=False)
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m, flat=False)),)
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m, flat=False, window=sfa_window(p.k))),)
                     + group_args(gp),
                     tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))

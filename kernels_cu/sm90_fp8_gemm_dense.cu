@@ -308,8 +308,16 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // less time at K = 1024, M <= 158 on the H100; which part of the box's cost that is: not profiled).
     constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && (kNumKBlocks % 4 != 0 || kSfaFlatWide);
     static_assert(!kSfaFlatWide || kSfaFlat, "the wide flat As: the whole K in one window");
-    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaFlat,
-                  "K-major windows of 4 or 8 K blocks, or the whole K flat");
+    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaWindow == 32 || kSfaFlat,
+                  "K-major windows of 4, 8 or 32 K blocks, or the whole K flat");
+    // The wide window (dispatch/dense.py: SFA_WINDOW32_SWITCH): 32 K blocks, rows of 128 bytes that
+    // the host's map 128B-swizzles, so that the 8 rows a warp reads of one column (r0 .. r0 + 7
+    // across lanes / 4) lie in 8 different 16-byte chunks of their lines, i.e. 8 bank groups; unswizzled
+    // they would be one bank, 8-way. Row r's column c is at r * 32 + (((c / 4) ^ (r % 8)) * 4 + c % 4),
+    // i.e. r * 32 + (c ^ (4 * (r % 8))).
+    constexpr bool kSfaSwizzled = kSfaKMajor && !kSfaFlat && kSfaWindow == 32;
+    static_assert(!kSfaSwizzled || (kNumKBlocks % 32 == 0 && !kGrouped && BLOCK_M <= 128),
+                  "the wide window: whole windows, the plain mode, 64- or 128-row tiles");
     static_assert(!kSfaFlat || (kNumKBlocks <= 8 && !kGrouped), "flat As: K <= 1024 and tiles on 64-row boundaries");
     // boxes of at most 256 floats (TMA's box limit) in 256-byte units that divide the run
     constexpr uint32_t kSfaFlatUnits = BLOCK_M * kNumKBlocks / 64;
@@ -341,6 +349,10 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     uint8_t* smem_b = smem_a + kNumStages * kAStage;
     uint8_t* smem_staging = smem_b + kNumStages * kBStage;
     float* smem_sfa = reinterpret_cast<float*>(smem_staging + kStagingBytes);
+    // TMA's 128B swizzle is a function of the shared address: the window's slots start 1024-aligned
+    // (every A / B stage and staging buffer is a multiple of 1024 bytes; each slot BLOCK_M * 128).
+    static_assert(!kSfaSwizzled || (kNumStages * (kAStage + kBStage) + kStagingBytes) % 1024 == 0,
+                  "the swizzled As window starts on a 1024-byte boundary");
     float* smem_sfb = smem_sfa + kSfaSlots * kSfaSlotFloats;
     Mbarrier* full_bar = reinterpret_cast<Mbarrier*>(reinterpret_cast<uint8_t*>(smem_sfb) + kSfbBytes);
     Mbarrier* empty_bar = full_bar + kNumStages;
@@ -519,14 +531,21 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
         // K-major As: the ring slot of the next window and the window of the current K block
         uint32_t sfa_slot = 0;
         const float* sfa_win = smem_sfa;
-        // As of K block kb (read after its full wait, at its stage or window): row r's scale
+        // As of K block kb (read after its full wait, at its stage or window): row r's scale at
+        // [r * kSfaWindow]. Swizzled, every row this thread reads is lane / 4 modulo 8 (r0, r0 + 8,
+        // waves 64 rows apart), so its column offset is one value per K block. NOTES: written as
+        // c ^ (lane & 28) (the same value) the 64 x 64 two-accumulator kernel had 64 more SASS
+        // instructions (2912 against 2848; the window of 8: 2800).
+        const uint32_t sfa_xor = lane_idx / 4;
         const auto sfa_at = [&](uint32_t kb, uint32_t stage) {
             if constexpr (kSfaKMajor) {
                 if (kb % kSfaWindow == 0) {
                     sfa_win = smem_sfa + sfa_slot * kSfaSlotFloats;
                     sfa_slot = sfa_slot + 1 == kSfaSlots ? 0 : sfa_slot + 1;
                 }
-                return sfa_win + kb % kSfaWindow;
+                if constexpr (kSfaSwizzled)
+                    return static_cast<const float*>(sfa_win + (((kb % kSfaWindow / 4) ^ sfa_xor) * 4 + kb % 4));
+                return static_cast<const float*>(sfa_win + kb % kSfaWindow);
             } else {
                 return static_cast<const float*>(smem_sfa + stage * kSfaSlotFloats);
             }

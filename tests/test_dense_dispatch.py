@@ -383,3 +383,53 @@ def test_as_map_matches_the_compiled_form(monkeypatch, wide, k):
     assert cfg.plan_grouped(gp, n, True)[13] == ("desc", "as map") and len(maps) == 2
     assert maps[-1][1] == m and maps[-1][4] == cfg.block_m and maps[-1][5] == dense.sfa_window(k)
     assert built[-1][-1] == dense.sfa_window(k) and len(built[-1]) == 14
+
+
+@pytest.mark.parametrize("k", [4096, 8192, 1536])
+def test_sfa_window32_switch(monkeypatch, k):
+    """FP8GEMM_DENSE_SFA_WINDOW32 (lab, off by default): the plain mode's K-major As window is 32 K
+    blocks where K / 128 is a multiple of 32, the tile has at most 128 rows and the layout fits with
+    the staging; the template names 32, the map's box is {32, rows} and 128B-swizzled, the shared
+    memory holds two 32-block slots; the grouped mode and the M-major form keep theirs."""
+    from fp8gemm.validate import GemmProblem, GroupedProblem
+    if os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32") is None:
+        assert not dense.SFA_WINDOW32_SWITCH
+    kb = k // 128
+    c = Dense(64, 64, 8, 1, 1, 8, 1)
+    assert c.sfa_window_for(k) == dense.sfa_window(k)                  # off: the window of 8 (4)
+    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
+    wide = kb % 32 == 0
+    assert c.sfa_window_for(k) == (32 if wide else dense.sfa_window(k))
+    assert Dense(256, 128, 3, 2, 1, 8).sfa_window_for(k) == dense.sfa_window(k)     # 256 rows: never
+    if wide:
+        # two slots of 64 rows x 32 floats where the window of 8 had 2 slots of 64 x 8 (8 stages)
+        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)
+        narrow = c.smem_bytes("bfloat16", k, True)
+        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
+        assert c.smem_bytes("bfloat16", k, True) - narrow == 2 * 64 * 32 * 4 - 2 * 64 * 8 * 4
+        assert c.template_args(4096, k, "bfloat16", True, True)[-1] == 32
+        assert c.template_args(4096, k, "bfloat16", True, True, True)[-1] == dense.sfa_window(k)   # grouped
+        assert c.smem_bytes("bfloat16", k, True, grouped=True) == narrow
+        # a ring that leaves no room for two 32-block slots keeps the window of 8 (h100.json's 64 x 96
+        # s10 at 158 x 4096 x 4096: 224,928 bytes with it); two stages fewer take the wide one
+        assert Dense(64, 96, 10, 1, 0, 16).sfa_window_for(k) == 8
+        assert Dense(64, 96, 10, 1, 0, 16)._smem_bytes("bfloat16", k, True, 32) > 232448
+        assert Dense(64, 96, 8, 1, 0, 16).sfa_window_for(k) == 32
+    built, maps = [], []
+    monkeypatch.setattr(dense.compiler, "get_kernel", lambda dev, variant, args, smem, *rest: built.append(args) or object())
+    monkeypatch.setattr(dense.tma, "encode_2d_fp8", lambda *a: "fp8 map")
+    monkeypatch.setattr(dense.tma, "encode_2d", lambda *a: maps.append(a) or "as map")
+    monkeypatch.setattr(dense, "sm_count", lambda device: 132)
+    monkeypatch.setattr(dense, "Plan", lambda p, kern, grid, threads, smem, ldc, args, **kw: (smem, args))
+    m, n = 300, 1536
+    p = GemmProblem(m=m, n=n, k=k, out_dtype="bfloat16", device=0, a_ptr=1 << 20, lda=k, b_ptr=1 << 24, ldb=k,
+                    sa_ptr=1 << 28, sa_stride_m=kb, sa_stride_k=1, sb_ptr=1 << 30, sb_stride_n=kb, sb_stride_k=1,
+                    out_shape=(m, n))
+    smem, args = c.plan(p, n, True)
+    window = 32 if wide else dense.sfa_window(k)
+    assert built[-1][-1] == window and smem == c.smem_bytes("bfloat16", k, True)
+    # encode_2d(ptr, rows, cols, row stride bytes, box rows, box cols, elem bytes, swizzle)
+    assert maps[-1][4:] == (64, window, 4, dense.tma.SWIZZLE_128B if wide else dense.tma.SWIZZLE_NONE)
+    gp = GroupedProblem(gemm=p, num_groups=4, group_rows=0, groups_ptr=1 << 32, sb_stride_g=12 * kb)
+    c.plan_grouped(gp, n, True)
+    assert built[-1][-1] == dense.sfa_window(k) and maps[-1][5:] == (dense.sfa_window(k), 4, dense.tma.SWIZZLE_NONE)

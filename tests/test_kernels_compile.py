@@ -547,6 +547,32 @@ def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped, sw
 
 
 @needs_nvcc
+@pytest.mark.parametrize("cfg,n,k", [((64, 64, 8, 1, 1, 8, 1), 4096, 4096), ((128, 128, 5, 1, 1, 8, 1), 8192, 4096),
+                                     ((64, 48, 12, 1, 0, 8), 1536, 8192), ((128, 96, 5, 2, 0, 8), 4096, 4096)], ids=str)
+def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k):
+    """FP8GEMM_DENSE_SFA_WINDOW32 (lab): the 32-block swizzled As window compiles without spills or
+    stack (two accumulators at 64 and 128 rows, a straddling width over two windows a tile, pairs
+    sharing B), with the window of 8's wgmma count and at most 4% more SASS instructions (the
+    swizzled column, 1.5-3.5 per unrolled K block: session 49, 64 x 64 two accumulators 2848 against
+    2800, 128 x 96 pairs (four K loops, one per `former`) 3520 against 3408)."""
+    from fp8gemm.dispatch import dense
+    c = Dense(*cfg)
+    counts = []
+    for on in (False, True):
+        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", on)
+        targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True)
+        assert targs[-1] == (32 if on else 8)
+        log = _compile(tmp_path, c.variant, targs, c.prelude())
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
+        assert "0 bytes stack frame" in log, log[-2000:]
+        if CUOBJDUMP:
+            sass = subprocess.run([CUOBJDUMP, "-sass", str(tmp_path / "k.cubin")], capture_output=True, text=True).stdout
+            counts.append((len(re.findall(r"\bQGMMA\.", sass)), len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?!NOP)", sass, re.M))))
+    if counts:
+        assert counts[0][0] == counts[1][0] > 0 and 0 <= counts[1][1] - counts[0][1] <= 0.04 * counts[0][1], counts
+
+
+@needs_nvcc
 @pytest.mark.parametrize("cfg,n,k", [((64, 16, 15, 1, 0, 8, 1), 1536, 1024), ((256, 128, 3, 2, 1, 8), 4096, 512),
                                      ((128, 96, 5, 1, 1, 8), 1000, 1024)], ids=str)
 def test_dense_flat_wide_compiles(tmp_path, cfg, n, k):
