@@ -26,6 +26,9 @@ DTYPES = ("bfloat16", "float16", "float32")
 # test_random_m_pairs' cases per output dtype: 24 in the suite; issue 57's acceptance run sets 500
 # (FP8GEMM_TEST_RANDOM_PAIRS=500 pytest tests/test_batch_invariant.py -k random_m_pairs).
 RANDOM_PAIRS = int(os.environ.get("FP8GEMM_TEST_RANDOM_PAIRS", "24"))
+# ... in test items of at most this many pairs each, so that xdist workers share a long run (each
+# pair's (M1, M2, N, K) drawn from its own seed: the same pairs however they are split)
+RANDOM_CHUNK = 50
 NK = sorted({(n, k) for _, n, k in trace_shapes()}) + [(7, 4096), (16, 128), (100, 16), (2112, 7168), (24576, 1536)]
 # 1 .. 65536: every power of two, its neighbours, and random sizes between
 _rng = np.random.default_rng(57)
@@ -515,15 +518,16 @@ def _call(case, rows, dtype, **kw):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("first", range(0, max(RANDOM_PAIRS, 1), RANDOM_CHUNK), ids=lambda f: f"pairs{f}")
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_random_m_pairs(dtype):
-    """Random (M1, M2, N, K), RANDOM_PAIRS of them: the M1 rows on top of a larger A give the same
-    bits alone; the larger call also with an M-major As (another scale path in the kernel) and into
-    a strided out=."""
+def test_random_m_pairs(dtype, first):
+    """Random (M1, M2, N, K), RANDOM_PAIRS of them (this item: RANDOM_CHUNK from ``first``): the M1
+    rows on top of a larger A give the same bits alone; the larger call also with an M-major As
+    (another scale path in the kernel) and into a strided out=."""
     import cupy
-    rng = np.random.default_rng({"bfloat16": 1, "float16": 2, "float32": 3}[dtype])
     assert RANDOM_PAIRS >= 1, f"FP8GEMM_TEST_RANDOM_PAIRS must be >= 1; got {RANDOM_PAIRS}"
-    for i in range(RANDOM_PAIRS):
+    for i in range(first, min(first + RANDOM_CHUNK, RANDOM_PAIRS)):
+        rng = np.random.default_rng([{"bfloat16": 1, "float16": 2, "float32": 3}[dtype], i])
         n = int(rng.choice([16, 96, 512, 1536, 4096, 7168]))
         k = int(rng.choice([128, 256, 512, 1024, 2048, 4096, 7168]))
         m1, m2 = sorted(int(x) for x in rng.integers(1, 3000, size=2))
