@@ -6,7 +6,8 @@
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 #   TRACE_PEERS: the trace's peers (default all three)
 #   BIQ_ENV: the batch-invariant switch BIQ times at 0 and 1 (default FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS)
-#   BI500_S: issue 57's acceptance run, 500 random (M1, M2, N, K) per dtype (FP8GEMM_TEST_RANDOM_PAIRS=500; off by default)
+#   BI500_S: issue 57's acceptance run, 500 random (M1, M2, N, K) per dtype (FP8GEMM_TEST_RANDOM_PAIRS=500, 30 items
+#     of 50 pairs over 14 xdist workers; off by default)
 #   BITRACE_S: the mode beside the default and DeepGEMM over the whole trace (--batch-invariant; off by default)
 #   ABS_S: the moved A box A/B (lab/a_box_shift_ab.py, FP8GEMM_DENSE_A_BOX_SHIFT; off by default)
 #   SWAB_S, SWAB_ENV, SWAB_SHAPES: fp8gemm-bench --shapes SWAB_SHAPES --peers deepgemm with SWAB_ENV=0
@@ -75,7 +76,7 @@ fi
 save
 if [ "${BI500_S:-0}" != 0 ]; then   # issue 57: 500 random M pairs per output dtype, bitwise
   FP8GEMM_TEST_RANDOM_PAIRS=500 timeout $BI500_S python3 -m pytest tests/test_batch_invariant.py -k random_m_pairs -v \
-    -p no:cacheprovider -n 3 > "$W/bi500.log" 2>&1; echo "bi 500 pairs rc=$?"; grep -E "PASSED|FAILED" "$W/bi500.log" | cut -c1-160 | tail -4
+    -p no:cacheprovider -n 14 > "$W/bi500.log" 2>&1; echo "bi 500 pairs rc=$?"; grep -E "PASSED|FAILED" "$W/bi500.log" | cut -c1-160 | tail -4
 fi
 save
 if [ "${BITRACE_S:-0}" != 0 ]; then   # issue 57: the mode's cost over the trace, DeepGEMM in the same run
