@@ -11,7 +11,8 @@
 //
 // As layouts: M-major (the layout `quantize_per_token_group(..., m_major_scales=True)` writes, and
 // DeepGEMM's) comes as a box {BLOCK_M, 1}: the stage holds the column. K-major (our quantizer's
-// default, kSfaKMajor) comes as a window, box {kSfaWindow, BLOCK_M}: kSfaWindow (4 or 8) K blocks'
+// default, kSfaKMajor) comes as a window, box {kSfaWindow, BLOCK_M}: kSfaWindow (4 or 8; 32, swizzled, under
+// FP8GEMM_DENSE_SFA_WINDOW32: kSfaSwizzled) K blocks'
 // scales of every row, loaded with the stage of every kSfaWindow-th K block into a ring of its own
 // (kSfaSlots windows), read at column kb % kSfaWindow (a constant in the unrolled loop). TMA's
 // inner box must span 16 bytes and its inner coordinate must be a multiple of 16 bytes (a window
