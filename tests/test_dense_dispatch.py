@@ -48,7 +48,8 @@ def test_validity():
     assert not is_valid(GemmDesc(4096, 4096, 40), Dense())                         # K a multiple of 16
 
 
-def test_template_and_smem():
+def test_template_and_smem(monkeypatch):
+    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)     # the windows of 8 (test_sfa_window32_switch: 32)
     c = Dense(256, 128, 3, 2, 1, 16)
     assert c.template_args(7168, 2048, "float16", True) == (256, 128, 3, 7168, 2048, 1, "true", 2, "true", 16)
     # alignment slack, ring, staging of 4 (warpgroup, wave) pairs, As slots, two tiles' Bs rows, barriers
@@ -396,6 +397,7 @@ def test_sfa_window32_switch(monkeypatch, k):
         assert not dense.SFA_WINDOW32_SWITCH
     kb = k // 128
     c = Dense(64, 64, 8, 1, 1, 8, 1)
+    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)
     assert c.sfa_window_for(k) == dense.sfa_window(k)                  # off: the window of 8 (4)
     monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
     wide = kb % 32 == 0
