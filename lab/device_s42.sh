@@ -40,7 +40,7 @@ if [ "${SUITE_S:-230}" != 0 ]; then
   # -v: a call cut short still names what failed (xdist prints "[gwN] [ pp%] FAILED tests/...")
   # SUITE_FILES: only these test files (a short call), else the whole suite
   timeout -s INT -k 20 ${SUITE_S:-230} python3 -m pytest ${SUITE_FILES:-tests} -v -rs --durations=40 -p no:cacheprovider -n 8 --ignore=tests/test_kernels_compile.py \
-    > "$W/suite.log" 2>&1; echo "suite rc=$?"; grep -E " FAILED | ERROR |^FAILED|^ERROR" "$W/suite.log" | head -20
+    > "$W/suite.log" 2>&1; echo "suite rc=$?"; grep -E "^\[gw[0-9]+\] \[ *[0-9]+%\] (FAILED|ERROR) |^(FAILED|ERROR) " "$W/suite.log" | cut -c1-200 | head -20
   grep -cE " PASSED " "$W/suite.log"; tail -1 "$W/suite.log" | cut -c1-200
 fi
 save
