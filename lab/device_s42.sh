@@ -3,6 +3,8 @@
 # model out of sample (the unseen list) and on the trace without a table, DeepGEMM in the same
 # process. Parts in priority order (a call cut short still returns what ran). Carry .peers.
 #   TUNE_ON=h200 (or any): first retune that GPU's table (when the call got one; TUNE_S) and run the rest on it
+#   TUNE_SHAPES: only these shapes (a CSV of M,N,K; e.g. lab/shapes_partial_tiles.csv: the trace's M > 64 that
+#     are not a multiple of 64, where the moved A box changes the tiles' times), the rest of the table kept
 #   SUITE_S, UNSEEN_S, BIQ_S, TRACE_S, MODEL_S: each part's time limit (0 skips it; BIQ_S, TRACE_S off by default)
 #   TRACE_PEERS: the trace's peers (default all three)
 #   BIQ_ENV: the batch-invariant switch BIQ times at 0 and 1 (default FP8GEMM_BATCH_INVARIANT_NEIGHBOUR_PICKS)
@@ -30,7 +32,7 @@ if [ -n "$TUNE_ON" ] && { [ "$tag" = "$TUNE_ON" ] || [ "$TUNE_ON" = any ]; }; th
   # whole table (the shapes it did not reach keep their shipped entries)
   cp "${TABLE_IN:-dispatch/$tag.json}" "$W/$tag.json"
   [ -n "$STATE" ] && cp "$STATE" "$W/tune.state.json"     # go on from an earlier call's tuner state
-  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune --out "$W/$tag.json" --state "$W/tune.state.json" --update \
+  timeout ${TUNE_S:-150} python3 -m fp8gemm.bench.tune ${TUNE_SHAPES:+--shapes $TUNE_SHAPES} --out "$W/$tag.json" --state "$W/tune.state.json" --update \
     --budget-minutes $(awk "BEGIN{print ${TUNE_S:-150} * 0.55 / 60}") --warm-workers 12 > "$W/tune.log" 2>&1
   echo "tune rc=$?"; tail -2 "$W/tune.log" | cut -c1-200; grep -o '"stopped": "[^"]*"' "$W/$tag.json"
   [ -s "$W/$tag.json" ] && export FP8GEMM_TABLE="$W/$tag.json"
