@@ -51,8 +51,8 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # stages, 128B-swizzled so that a warp's 8 rows of one column lie in 8 banks. The window of 8 reads
 # rows of 32 bytes, a quarter of each 128-byte line, four times per line; at K = 1024 the flat run
 # (FLAT_WIDE_SWITCH) instead of such a window took 2-18% off (bench/NOTES.md, session 47). Only
-# 64- and 128-row tiles, only where the two 32-block slots fit beside the ring and the staging
-# (sfa_window_for), not the grouped mode (its map and template keep the window of 8).
+# 64- and 128-row tiles, only where the two 32-block slots fit beside the ring and the staging (and
+# in the grouped mode the tile prefix of its group count: sfa_window_for).
 SFA_WINDOW32_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32", "0") == "1"
 SFA_WIDE_WINDOW = 32
 # Unpaired tiles compiled without the cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu:
@@ -358,23 +358,28 @@ class Dense(Candidate):
         return self.block_m * self.block_n * OUT_BYTES[out_dtype] if tma_store else 0
 
     def smem_bytes(self, out_dtype: str = "bfloat16", k: int = 4096, tma_store: bool = True,
-                   sfa_k_major: bool = True, sfa_flat: bool = False, grouped: bool = False) -> int:
+                   sfa_k_major: bool = True, sfa_flat: bool = False, grouped: bool = False,
+                   num_groups: int | None = None) -> int:
         """The kernel's layout: alignment slack, the A / B ring, the staging of every (warpgroup,
         wave), each stage's As column (or K-major window: the whole K where flat, sfa_window_for's
         otherwise), two tiles' two Bs rows, the barriers. is_valid checks the windowed K-major
         form of the window of 8, the largest but for the wide window, which sfa_window_for takes
-        only where it fits."""
-        window = (cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k) if grouped else self.sfa_window_for(k, out_dtype)) \
+        only where it fits (grouped: with ``num_groups``' prefix; without it, the window of 8)."""
+        window = (cdiv(k, BLOCK_K) if sfa_flat else self.sfa_window_for(k, out_dtype, grouped, num_groups)) \
             if sfa_k_major else 0
         return self._smem_bytes(out_dtype, k, tma_store, window)
 
-    def sfa_window_for(self, k: int, out_dtype: str = "bfloat16") -> int:
-        """The plain mode's K-major As window in K blocks: the wide one (SFA_WINDOW32_SWITCH) where
-        K / 128 is a multiple of it, the tile has 64 or 128 rows and the layout with it fits with
-        the staging (so that the store's choice does not change the window), else sfa_window(K)."""
+    def sfa_window_for(self, k: int, out_dtype: str = "bfloat16", grouped: bool = False,
+                       num_groups: int | None = None) -> int:
+        """The K-major As window in K blocks: the wide one (SFA_WINDOW32_SWITCH) where K / 128 is a
+        multiple of it, the tile has 64 or 128 rows and the layout with it fits with the staging (so
+        that the store's choice does not change the window) and, grouped, the prefix of
+        ``num_groups`` groups (None: the window of 8, for callers that do not know the count); else
+        sfa_window(K)."""
+        extra = 0 if not grouped else None if num_groups is None else prefix_bytes(num_groups)
         if (SFA_WINDOW32_SWITCH and SFA_WINDOW_FORCED == 0 and cdiv(k, BLOCK_K) % SFA_WIDE_WINDOW == 0
-                and self.block_m <= 128
-                and self._smem_bytes(out_dtype, k, True, SFA_WIDE_WINDOW) <= MAX_SMEM_PER_BLOCK):
+                and self.block_m <= 128 and extra is not None
+                and self._smem_bytes(out_dtype, k, True, SFA_WIDE_WINDOW) + extra <= MAX_SMEM_PER_BLOCK):
             return SFA_WIDE_WINDOW
         return sfa_window(k)
 
@@ -420,14 +425,14 @@ class Dense(Candidate):
                 f"{' 2acc' if self.two_accum else ''}")
 
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
-                      grouped: bool = False, sfa_flat: bool = False) -> tuple:
+                      grouped: bool = False, sfa_flat: bool = False, num_groups: int | None = None) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
         kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor, kGrouped, kSfaWindowK]]> (the defaulted last
         ones named only where needed; K-major As names its window, K / 128 where flat)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
         if grouped or sfa_k_major:
-            window = cdiv(k, BLOCK_K) if sfa_flat else sfa_window(k) if grouped else self.sfa_window_for(k, out_dtype)
+            window = cdiv(k, BLOCK_K) if sfa_flat else self.sfa_window_for(k, out_dtype, grouped, num_groups)
             tail = (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
             # kSfaFlatWide: flat where a window could read it (K / 128 = 4 or 8; FLAT_WIDE_SWITCH)
             return head + tail + (("true",) if sfa_flat and window % 4 == 0 else ())
@@ -506,7 +511,7 @@ class Dense(Candidate):
 
     def grouped_smem_bytes(self, out_dtype: str, num_groups: int, k: int = 4096, tma_store: bool = True) -> int:
         """The plain layout (As K-major) and the tile prefix after the barriers."""
-        return self.smem_bytes(out_dtype, k, tma_store, True, grouped=True) + prefix_bytes(num_groups)
+        return self.smem_bytes(out_dtype, k, tma_store, True, grouped=True, num_groups=num_groups) + prefix_bytes(num_groups)
 
     def plan_grouped(self, gp, ldc: int, out_aligned: bool, precise_fp32: bool = True) -> Plan:
         """The grouped mode (kGrouped): A and C all groups' rows, B the groups' weights stacked
@@ -526,15 +531,17 @@ class Dense(Candidate):
                              "base and row stride (K / 128 a multiple of 4 when packed)")
         store, smem = self._store(p, ldc, out_aligned,
                                   lambda st: self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, st))
-        kern = compiler.get_kernel(p.device, self.variant, self.template_args(p.n, p.k, p.out_dtype, store, True, True),
+        window = self.sfa_window_for(p.k, p.out_dtype, True, gp.num_groups)
+        kern = compiler.get_kernel(p.device, self.variant,
+                                   self.template_args(p.n, p.k, p.out_dtype, store, True, True, num_groups=gp.num_groups),
                                    MAX_SMEM_PER_BLOCK, self.prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)
         tiles = token_tiles(p.m, self.block_m, gp) * cdiv(p.n, self.block_n)
         check_units(tiles, f"M = {p.m}, N = {p.n}, G = {gp.num_groups}")
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
-                    # the window always: the grouped kernel is compiled for it (template_args' sfa_flat=False)
-                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m, flat=False, window=sfa_window(p.k))),)
+                    # a window always: the grouped kernel is compiled for one (template_args' sfa_flat=False)
+                    gemm_args(tmap_a, tmap_b, p, ldc) + (("desc", k_major_as_map(p, self.block_m, flat=False, window=window)),)
                     + group_args(gp),
                     tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))

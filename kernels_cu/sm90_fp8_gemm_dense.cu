@@ -317,8 +317,8 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // they would be one bank, 8-way. Row r's column c is at r * 32 + (((c / 4) ^ (r % 8)) * 4 + c % 4),
     // i.e. r * 32 + (c ^ (4 * (r % 8))).
     constexpr bool kSfaSwizzled = kSfaKMajor && !kSfaFlat && kSfaWindow == 32;
-    static_assert(!kSfaSwizzled || (kNumKBlocks % 32 == 0 && !kGrouped && BLOCK_M <= 128),
-                  "the wide window: whole windows, the plain mode, 64- or 128-row tiles");
+    static_assert(!kSfaSwizzled || (kNumKBlocks % 32 == 0 && BLOCK_M <= 128),
+                  "the wide window: whole windows, 64- or 128-row tiles");
     static_assert(!kSfaFlat || (kNumKBlocks <= 8 && !kGrouped), "flat As: K <= 1024 and tiles on 64-row boundaries");
     // boxes of at most 256 floats (TMA's box limit) in 256-byte units that divide the run
     constexpr uint32_t kSfaFlatUnits = BLOCK_M * kNumKBlocks / 64;

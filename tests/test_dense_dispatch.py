@@ -391,7 +391,8 @@ def test_sfa_window32_switch(monkeypatch, k):
     """FP8GEMM_DENSE_SFA_WINDOW32 (lab, off by default): the plain mode's K-major As window is 32 K
     blocks where K / 128 is a multiple of 32, the tile has at most 128 rows and the layout fits with
     the staging; the template names 32, the map's box is {32, rows} and 128B-swizzled, the shared
-    memory holds two 32-block slots; the grouped mode and the M-major form keep theirs."""
+    memory holds two 32-block slots; the grouped mode takes it where it fits beside its group
+    count's tile prefix (without a count, the window of 8); the M-major form keeps its column."""
     from fp8gemm.validate import GemmProblem, GroupedProblem
     if os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32") is None:
         assert not dense.SFA_WINDOW32_SWITCH
@@ -412,6 +413,13 @@ def test_sfa_window32_switch(monkeypatch, k):
         assert c.template_args(4096, k, "bfloat16", True, True)[-1] == 32
         assert c.template_args(4096, k, "bfloat16", True, True, True)[-1] == dense.sfa_window(k)   # grouped
         assert c.smem_bytes("bfloat16", k, True, grouped=True) == narrow
+        assert c.template_args(4096, k, "bfloat16", True, True, True, num_groups=4)[-1] == 32
+        assert c.grouped_smem_bytes("bfloat16", 4, k) == c.smem_bytes("bfloat16", k, True) + dense.prefix_bytes(4)
+        # 128 x 128 two accumulators, 5 stages: the wide window fits beside 64 groups' prefix, not
+        # 1024's, which keep the window of 8 (and fit with it)
+        big = Dense(128, 128, 5, 1, 1, 8, 1)
+        assert big.sfa_window_for(k, "bfloat16", True, 64) == 32 and big.sfa_window_for(k, "bfloat16", True, 1024) == 8
+        assert big.grouped_smem_bytes("bfloat16", 64, k) <= 232448 and big.grouped_smem_bytes("bfloat16", 1024, k) <= 232448
         # a ring that leaves no room for two 32-block slots keeps the window of 8 (h100.json's 64 x 96
         # s10 at 158 x 4096 x 4096: 224,928 bytes with it); two stages fewer take the wide one
         assert Dense(64, 96, 10, 1, 0, 16).sfa_window_for(k) == 8
@@ -433,5 +441,6 @@ def test_sfa_window32_switch(monkeypatch, k):
     # encode_2d(ptr, rows, cols, row stride bytes, box rows, box cols, elem bytes, swizzle)
     assert maps[-1][4:] == (64, window, 4, dense.tma.SWIZZLE_128B if wide else dense.tma.SWIZZLE_NONE)
     gp = GroupedProblem(gemm=p, num_groups=4, group_rows=0, groups_ptr=1 << 32, sb_stride_g=12 * kb)
-    c.plan_grouped(gp, n, True)
-    assert built[-1][-1] == dense.sfa_window(k) and maps[-1][5:] == (dense.sfa_window(k), 4, dense.tma.SWIZZLE_NONE)
+    smem, _ = c.plan_grouped(gp, n, True)
+    assert built[-1][-1] == window and smem == c.grouped_smem_bytes("bfloat16", 4, k)
+    assert maps[-1][4:] == (64, window, 4, dense.tma.SWIZZLE_128B if wide else dense.tma.SWIZZLE_NONE)

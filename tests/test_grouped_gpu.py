@@ -413,26 +413,31 @@ def test_dense_grouped_fp32_coarse(config):
     assert out.dtype == cupy.float32
 
 
-def grouped_same_bits_under_switch(monkeypatch, c, switch, prelude, seed):
+def grouped_same_bits_under_switch(monkeypatch, c, switch, prelude, seed, k=2048, kernel_is=None):
     """A dense lab switch in the grouped mode against its off form: groups of 192 +- a few rows (a
     second 128-row tile of 64 rows or fewer), 1, 0, 64 and 65 rows, the last group's last tile past
-    A's rows; contiguous and masked, bitwise the switch-off result, and the reference."""
+    A's rows; contiguous and masked, bitwise the switch-off result, and the reference. The switch's
+    kernel is the one whose compiler key (device, variant, template arguments, prelude) passes
+    ``kernel_is`` (default: its prelude holds ``prelude``)."""
     import cupy
+    from fp8gemm import compiler, plans
+    kernel_is = kernel_is or (lambda key: prelude in key[3])
     group_sizes = [192, 180, 1, 0, 64, 65, 200, 129]
-    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, 2048, seed=seed)
+    a, sa, b, sb, offsets = contiguous_case(group_sizes, 384, k, seed=seed)
     am, sam, counts = masked_from_contiguous(a, sa, offsets)
     monkeypatch.setattr(dense, switch, False)
+    plans.PLANS.clear()
     base = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
     base_m = fp8gemm.grouped_matmul_masked(am, b, sam, sb, counts, config=c)
     monkeypatch.setattr(dense, switch, True)
-    assert prelude in c.prelude()
+    if prelude:
+        assert prelude in c.prelude()
     # the grouped plan cache keys a forced config by config.key(), not its prelude: start afresh
-    from fp8gemm import compiler, plans
     plans.PLANS.clear()
-    built = len([key for key in compiler._kernels if prelude in key[3]])
+    built = len([key for key in compiler._kernels if kernel_is(key)])
     try:
         out = fp8gemm.grouped_matmul_contiguous(a, b, sa, sb, offsets, config=c)
-        assert len([key for key in compiler._kernels if prelude in key[3]]) > built, \
+        assert len([key for key in compiler._kernels if kernel_is(key)]) > built, \
             "the call did not build the switch's kernel"
         check_rows(to_cupy_f64(out), reference_contiguous(a, sa, b, sb, offsets), "bfloat16")
         assert bool((out.view(cupy.uint16) == base.view(cupy.uint16)).all()), "contiguous: other bits"
@@ -467,6 +472,19 @@ def test_dense_grouped_a_box_shift(config, monkeypatch):
     from fp8gemm.dispatch import Dense
     grouped_same_bits_under_switch(monkeypatch, Dense(*GROUPED_SWITCH_TILES[config]), "A_BOX_SHIFT_SWITCH",
                                    dense.A_BOX_SHIFT_PRELUDE, 59)
+
+
+@DENSE_K_MAJOR
+@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "64x64"])
+def test_dense_grouped_sfa_window32(config, monkeypatch):
+    """FP8GEMM_DENSE_SFA_WINDOW32 (lab), grouped: the 32-block swizzled As window from each tile's
+    first row (any row), K = 4096 (grouped_same_bits_under_switch's groups)."""
+    from fp8gemm.dispatch import Dense
+    c = Dense(*GROUPED_SWITCH_TILES[config])
+    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
+    assert c.sfa_window_for(4096, "bfloat16", True, 8) == 32, "the wide window does not fit: nothing tested"
+    grouped_same_bits_under_switch(monkeypatch, c, "SFA_WINDOW32_SWITCH", None, 61, k=4096,
+                                   kernel_is=lambda key: key[1] == c.variant and key[2][-1] == 32)
 
 
 @DENSE_K_MAJOR

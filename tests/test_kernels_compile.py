@@ -547,12 +547,16 @@ def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped, sw
 
 
 @needs_nvcc
-@pytest.mark.parametrize("cfg,n,k", [((64, 64, 8, 1, 1, 8, 1), 4096, 4096), ((128, 128, 5, 1, 1, 8, 1), 8192, 4096),
-                                     ((64, 48, 12, 1, 0, 8), 1536, 8192), ((128, 96, 5, 2, 0, 8), 4096, 4096)], ids=str)
-def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k):
+@pytest.mark.parametrize("cfg,n,k,grouped", [((64, 64, 8, 1, 1, 8, 1), 4096, 4096, False),
+                                             ((128, 128, 5, 1, 1, 8, 1), 8192, 4096, False),
+                                             ((64, 48, 12, 1, 0, 8), 1536, 8192, False),
+                                             ((128, 96, 5, 2, 0, 8), 4096, 4096, False),
+                                             ((128, 128, 5, 2, 0, 8), 4096, 4096, True)], ids=str)
+def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k, grouped):
     """FP8GEMM_DENSE_SFA_WINDOW32 (lab): the 32-block swizzled As window compiles without spills or
     stack (two accumulators at 64 and 128 rows, a straddling width over two windows a tile, pairs
-    sharing B), with the window of 8's wgmma count and at most 4% more SASS instructions (the
+    sharing B, the grouped mode's pairs sharing B), with the window of 8's wgmma count and at most 4%
+    more SASS instructions (the
     swizzled column, 1.5-3.5 per unrolled K block: session 49, 64 x 64 two accumulators 2848 against
     2800, 128 x 96 pairs (four K loops, one per `former`) 3520 against 3408)."""
     from fp8gemm.dispatch import dense
@@ -560,7 +564,8 @@ def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k):
     counts = []
     for on in (False, True):
         monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", on)
-        targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True)
+        targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped,
+                                num_groups=8 if grouped else None)
         assert targs[-1] == (32 if on else 8)
         log = _compile(tmp_path, c.variant, targs, c.prelude())
         assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
