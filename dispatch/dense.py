@@ -45,16 +45,20 @@ NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows tak
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
-# Lab switch (FP8GEMM_DENSE_SFA_WINDOW32=1, off until measured): where K / 128 is a multiple of 32
-# (K = 4096, 8192), the plain mode's K-major As window is 32 K blocks, box {32, rows}: a tile's 64 or
-# 128 rows of 128 bytes, one contiguous run in our quantizer's packed As (K = 4096), once per 32
-# stages, 128B-swizzled so that a warp's 8 rows of one column lie in 8 banks. The window of 8 reads
+# Lab switch (FP8GEMM_DENSE_SFA_WIDE_WINDOW=1, off until the suite has run with it; first measured as
+# FP8GEMM_DENSE_SFA_WINDOW32): where K / 128 is a multiple of 32 (K = 4096, 8192) the K-major As
+# window is 32 K blocks, box {32, rows}: a tile's 64 or 128 rows of 128 bytes, one contiguous run in
+# our quantizer's packed As (K = 4096), once per 32 stages, 128B-swizzled so that a warp's 8 rows of
+# one column lie in 8 banks; where a multiple of 16 only (K = 2048, 6144: the MoE's L2 at K = 2048),
+# 16 K blocks, rows of 64 bytes, 64B-swizzled. H200, session 49: DeepGEMM / ours +2.6% geomean on
+# six K = 4096 shapes (same-run ratio; bench/NOTES.md). The window of 8 reads
 # rows of 32 bytes, a quarter of each 128-byte line, four times per line; at K = 1024 the flat run
 # (FLAT_WIDE_SWITCH) instead of such a window took 2-18% off (bench/NOTES.md, session 47). Only
 # 64- and 128-row tiles, only where the two 32-block slots fit beside the ring and the staging (and
 # in the grouped mode the tile prefix of its group count: sfa_window_for).
-SFA_WINDOW32_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32", "0") == "1"
-SFA_WIDE_WINDOW = 32
+SFA_WIDE_WINDOW_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW", "0") == "1"
+SFA_WIDE_WINDOWS = (32, 16)                # K blocks, the first that divides K / 128
+WIDE_WINDOW_SWIZZLE = {32: tma.SWIZZLE_128B, 16: tma.SWIZZLE_64B}
 # Unpaired tiles compiled without the cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu:
 # FP8GEMM_DENSE_CLUSTER_DIMS) and launched plainly, as DeepGEMM launches its unpaired tiles; on by
 # default since session 44 (FP8GEMM_DENSE_IMPLICIT_CLUSTER=0: every instantiation a cluster launch,
@@ -208,7 +212,7 @@ def sfa_box_rows(m: int, block_m: int, short_box: bool, flat: bool) -> int:
 
 def k_major_as_map(p, rows: int, flat: bool | None = None, window: int | None = None):
     """As [M, K / 128] row-major, box {rows, ``window`` K blocks} (None: sfa_window(K); the wide
-    window of 32, 128 bytes a row, 128B-swizzled as the kernel reads it); TMA zero-fills past M. Flat
+    windows of 32 or 16, 128 or 64 bytes a row, swizzled as the kernel reads them); TMA zero-fills past M. Flat
     (``flat``; None: sfa_flat(p)): one row of M * K / 128 floats, box flat_box; TMA zero-fills
     past its end. The map must be the form the kernel was compiled for (its kSfaWindowK and
     kSfaFlatWide): another box makes each stage's expected bytes wrong and the kernel hangs."""
@@ -218,7 +222,7 @@ def k_major_as_map(p, rows: int, flat: bool | None = None, window: int | None = 
         return tma.encode_2d(p.sa_ptr, 1, run, -(-run * 4 // 16) * 16, 1, flat_box(rows, kb), 4, tma.SWIZZLE_NONE)
     row_stride = max(p.sa_stride_m, kb) if p.m == 1 else p.sa_stride_m
     window = sfa_window(p.k) if window is None else window
-    swizzle = tma.SWIZZLE_128B if window == SFA_WIDE_WINDOW else tma.SWIZZLE_NONE
+    swizzle = WIDE_WINDOW_SWIZZLE.get(window, tma.SWIZZLE_NONE)
     return tma.encode_2d(p.sa_ptr, p.m, kb, -(-row_stride * 4 // 16) * 16, rows, window, 4, swizzle)
 
 
@@ -371,16 +375,17 @@ class Dense(Candidate):
 
     def sfa_window_for(self, k: int, out_dtype: str = "bfloat16", grouped: bool = False,
                        num_groups: int | None = None) -> int:
-        """The K-major As window in K blocks: the wide one (SFA_WINDOW32_SWITCH) where K / 128 is a
-        multiple of it, the tile has 64 or 128 rows and the layout with it fits with the staging (so
-        that the store's choice does not change the window) and, grouped, the prefix of
-        ``num_groups`` groups (None: the window of 8, for callers that do not know the count); else
-        sfa_window(K)."""
+        """The K-major As window in K blocks: a wide one (SFA_WIDE_WINDOW_SWITCH: 32, else 16) where
+        K / 128 is a multiple of it, the tile has 64 or 128 rows and the layout with it fits with
+        the staging (so that the store's choice does not change the window) and, grouped, the
+        prefix of ``num_groups`` groups (None: the window of 8, for callers that do not know the
+        count); else sfa_window(K)."""
         extra = 0 if not grouped else None if num_groups is None else prefix_bytes(num_groups)
-        if (SFA_WINDOW32_SWITCH and SFA_WINDOW_FORCED == 0 and cdiv(k, BLOCK_K) % SFA_WIDE_WINDOW == 0
-                and self.block_m <= 128 and extra is not None
-                and self._smem_bytes(out_dtype, k, True, SFA_WIDE_WINDOW) + extra <= MAX_SMEM_PER_BLOCK):
-            return SFA_WIDE_WINDOW
+        if SFA_WIDE_WINDOW_SWITCH and SFA_WINDOW_FORCED == 0 and self.block_m <= 128 and extra is not None:
+            for w in SFA_WIDE_WINDOWS:
+                if (cdiv(k, BLOCK_K) % w == 0
+                        and self._smem_bytes(out_dtype, k, True, w) + extra <= MAX_SMEM_PER_BLOCK):
+                    return w
         return sfa_window(k)
 
     def _smem_bytes(self, out_dtype: str, k: int, tma_store: bool, window: int) -> int:

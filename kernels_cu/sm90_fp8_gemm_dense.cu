@@ -11,8 +11,8 @@
 //
 // As layouts: M-major (the layout `quantize_per_token_group(..., m_major_scales=True)` writes, and
 // DeepGEMM's) comes as a box {BLOCK_M, 1}: the stage holds the column. K-major (our quantizer's
-// default, kSfaKMajor) comes as a window, box {kSfaWindow, BLOCK_M}: kSfaWindow (4 or 8; 32, swizzled, under
-// FP8GEMM_DENSE_SFA_WINDOW32: kSfaSwizzled) K blocks'
+// default, kSfaKMajor) comes as a window, box {kSfaWindow, BLOCK_M}: kSfaWindow (4 or 8; 16 or 32, swizzled,
+// under FP8GEMM_DENSE_SFA_WIDE_WINDOW: kSfaSwizzled) K blocks'
 // scales of every row, loaded with the stage of every kSfaWindow-th K block into a ring of its own
 // (kSfaSlots windows), read at column kb % kSfaWindow (a constant in the unrolled loop). TMA's
 // inner box must span 16 bytes and its inner coordinate must be a multiple of 16 bytes (a window
@@ -309,15 +309,16 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     // less time at K = 1024, M <= 158 on the H100; which part of the box's cost that is: not profiled).
     constexpr bool kSfaFlat = kSfaKMajor && kSfaWindowK == kNumKBlocks && (kNumKBlocks % 4 != 0 || kSfaFlatWide);
     static_assert(!kSfaFlatWide || kSfaFlat, "the wide flat As: the whole K in one window");
-    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaWindow == 32 || kSfaFlat,
-                  "K-major windows of 4, 8 or 32 K blocks, or the whole K flat");
-    // The wide window (dispatch/dense.py: SFA_WINDOW32_SWITCH): 32 K blocks, rows of 128 bytes that
-    // the host's map 128B-swizzles, so that the 8 rows a warp reads of one column (r0 .. r0 + 7
-    // across lanes / 4) lie in 8 different 16-byte chunks of their lines, i.e. 8 bank groups; unswizzled
-    // they would be one bank, 8-way. Row r's column c is at r * 32 + (((c / 4) ^ (r % 8)) * 4 + c % 4),
-    // i.e. r * 32 + (c ^ (4 * (r % 8))).
-    constexpr bool kSfaSwizzled = kSfaKMajor && !kSfaFlat && kSfaWindow == 32;
-    static_assert(!kSfaSwizzled || (kNumKBlocks % 32 == 0 && BLOCK_M <= 128),
+    static_assert(kSfaWindow == 1 || kSfaWindow == 4 || kSfaWindow == 8 || kSfaWindow == 16 || kSfaWindow == 32
+                      || kSfaFlat,
+                  "K-major windows of 4, 8, 16 or 32 K blocks, or the whole K flat");
+    // The wide windows (dispatch/dense.py: SFA_WIDE_WINDOW_SWITCH): 32 or 16 K blocks, rows of 128 or
+    // 64 bytes that the host's map 128B- or 64B-swizzles (TMA XORs a row's 16-byte chunk index with
+    // address bits 7-9 or 7-8: r % 8, or (r / 2) % 4), so that the 8 rows a warp reads of one column
+    // (r0 .. r0 + 7 across lanes / 4) fall in 8 bank groups; unswizzled, 8 or 4 of them share a bank.
+    // Row r's column c: r * W + ((c / 4) ^ x(r)) * 4 + c % 4, x(r) = r % 8 (W = 32) or (r / 2) % 4 (16).
+    constexpr bool kSfaSwizzled = kSfaKMajor && !kSfaFlat && (kSfaWindow == 32 || kSfaWindow == 16);
+    static_assert(!kSfaSwizzled || (kNumKBlocks % kSfaWindow == 0 && BLOCK_M <= 128),
                   "the wide window: whole windows, 64- or 128-row tiles");
     static_assert(!kSfaFlat || (kNumKBlocks <= 8 && !kGrouped), "flat As: K <= 1024 and tiles on 64-row boundaries");
     // boxes of at most 256 floats (TMA's box limit) in 256-byte units that divide the run
@@ -534,10 +535,10 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
         const float* sfa_win = smem_sfa;
         // As of K block kb (read after its full wait, at its stage or window): row r's scale at
         // [r * kSfaWindow]. Swizzled, every row this thread reads is lane / 4 modulo 8 (r0, r0 + 8,
-        // waves 64 rows apart), so its column offset is one value per K block. NOTES: written as
-        // c ^ (lane & 28) (the same value) the 64 x 64 two-accumulator kernel had 64 more SASS
-        // instructions (2912 against 2848; the window of 8: 2800).
-        const uint32_t sfa_xor = lane_idx / 4;
+        // waves 64 rows apart), so x(r) is one value per thread and the column offset one per K
+        // block. NOTES: written as c ^ (lane & 28) (the same value at W = 32) the 64 x 64
+        // two-accumulator kernel had 64 more SASS instructions (2912 against 2848; the window of 8: 2800).
+        const uint32_t sfa_xor = kSfaWindow == 32 ? lane_idx / 4 : lane_idx / 8 % 4;
         const auto sfa_at = [&](uint32_t kb, uint32_t stage) {
             if constexpr (kSfaKMajor) {
                 if (kb % kSfaWindow == 0) {

@@ -49,7 +49,7 @@ def test_validity():
 
 
 def test_template_and_smem(monkeypatch):
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)     # the windows of 8 (test_sfa_window32_switch: 32)
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", False)     # the windows of 8 (test_sfa_wide_window_switch: 32)
     c = Dense(256, 128, 3, 2, 1, 16)
     assert c.template_args(7168, 2048, "float16", True) == (256, 128, 3, 7168, 2048, 1, "true", 2, "true", 16)
     # alignment slack, ring, staging of 4 (warpgroup, wave) pairs, As slots, two tiles' Bs rows, barriers
@@ -382,49 +382,51 @@ def test_as_map_matches_the_compiled_form(monkeypatch, wide, k):
     assert (len(built[-1]) == 15 and built[-1][-1] == "true") == plain_flat     # kSfaFlatWide named
     gp = GroupedProblem(gemm=p, num_groups=4, group_rows=0, groups_ptr=1 << 32, sb_stride_g=12 * kb)
     assert cfg.plan_grouped(gp, n, True)[13] == ("desc", "as map") and len(maps) == 2
-    assert maps[-1][1] == m and maps[-1][4] == cfg.block_m and maps[-1][5] == dense.sfa_window(k)
-    assert built[-1][-1] == dense.sfa_window(k) and len(built[-1]) == 14
+    window = cfg.sfa_window_for(k, "bfloat16", True, 4)        # sfa_window(k), or the wide one under its switch
+    assert maps[-1][1] == m and maps[-1][4] == cfg.block_m and maps[-1][5] == window
+    assert built[-1][-1] == window and len(built[-1]) == 14
 
 
-@pytest.mark.parametrize("k", [4096, 8192, 1536])
-def test_sfa_window32_switch(monkeypatch, k):
-    """FP8GEMM_DENSE_SFA_WINDOW32 (lab, off by default): the plain mode's K-major As window is 32 K
-    blocks where K / 128 is a multiple of 32, the tile has at most 128 rows and the layout fits with
-    the staging; the template names 32, the map's box is {32, rows} and 128B-swizzled, the shared
-    memory holds two 32-block slots; the grouped mode takes it where it fits beside its group
-    count's tile prefix (without a count, the window of 8); the M-major form keeps its column."""
+@pytest.mark.parametrize("k", [4096, 8192, 2048, 6144, 1536])
+def test_sfa_wide_window_switch(monkeypatch, k):
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab, off by default): the K-major As window is 32 K blocks where
+    K / 128 is a multiple of 32, else 16 where a multiple of 16, where the tile has at most 128 rows
+    and the layout fits with the staging; the template names it, the map's box is {window, rows},
+    128B- / 64B-swizzled, the shared memory holds two wide slots; the grouped mode takes it where it
+    fits beside its group count's tile prefix (without a count, the window of 8); a ring with no room
+    for 32 takes 16, then 8; the M-major form keeps its column."""
     from fp8gemm.validate import GemmProblem, GroupedProblem
-    if os.environ.get("FP8GEMM_DENSE_SFA_WINDOW32") is None:
-        assert not dense.SFA_WINDOW32_SWITCH
+    if os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW") is None:
+        assert not dense.SFA_WIDE_WINDOW_SWITCH
     kb = k // 128
     c = Dense(64, 64, 8, 1, 1, 8, 1)
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", False)
     assert c.sfa_window_for(k) == dense.sfa_window(k)                  # off: the window of 8 (4)
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
-    wide = kb % 32 == 0
-    assert c.sfa_window_for(k) == (32 if wide else dense.sfa_window(k))
+    narrow = c.smem_bytes("bfloat16", k, True)
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", True)
+    wide = 32 if kb % 32 == 0 else 16 if kb % 16 == 0 else 0
+    window = wide or dense.sfa_window(k)
+    swizzle = {32: dense.tma.SWIZZLE_128B, 16: dense.tma.SWIZZLE_64B, 0: dense.tma.SWIZZLE_NONE}[wide]
+    assert c.sfa_window_for(k) == window
     assert Dense(256, 128, 3, 2, 1, 8).sfa_window_for(k) == dense.sfa_window(k)     # 256 rows: never
     if wide:
-        # two slots of 64 rows x 32 floats where the window of 8 had 2 slots of 64 x 8 (8 stages)
-        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)
-        narrow = c.smem_bytes("bfloat16", k, True)
-        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
-        assert c.smem_bytes("bfloat16", k, True) - narrow == 2 * 64 * 32 * 4 - 2 * 64 * 8 * 4
-        assert c.template_args(4096, k, "bfloat16", True, True)[-1] == 32
+        # two slots of 64 rows x wide floats where the window of 8 had 2 slots of 64 x 8 (8 stages)
+        assert c.smem_bytes("bfloat16", k, True) - narrow == 2 * 64 * wide * 4 - 2 * 64 * 8 * 4
+        assert c.template_args(4096, k, "bfloat16", True, True)[-1] == wide
         assert c.template_args(4096, k, "bfloat16", True, True, True)[-1] == dense.sfa_window(k)   # grouped
         assert c.smem_bytes("bfloat16", k, True, grouped=True) == narrow
-        assert c.template_args(4096, k, "bfloat16", True, True, True, num_groups=4)[-1] == 32
+        assert c.template_args(4096, k, "bfloat16", True, True, True, num_groups=4)[-1] == wide
         assert c.grouped_smem_bytes("bfloat16", 4, k) == c.smem_bytes("bfloat16", k, True) + dense.prefix_bytes(4)
-        # 128 x 128 two accumulators, 5 stages: the wide window fits beside 64 groups' prefix, not
-        # 1024's, which keep the window of 8 (and fit with it)
+    if kb % 32 == 0:
+        # 128 x 128 two accumulators, 5 stages: 32 fits beside 64 groups' prefix; beside 1024's, 16
         big = Dense(128, 128, 5, 1, 1, 8, 1)
-        assert big.sfa_window_for(k, "bfloat16", True, 64) == 32 and big.sfa_window_for(k, "bfloat16", True, 1024) == 8
+        assert big.sfa_window_for(k, "bfloat16", True, 64) == 32 and big.sfa_window_for(k, "bfloat16", True, 1024) == 16
         assert big.grouped_smem_bytes("bfloat16", 64, k) <= 232448 and big.grouped_smem_bytes("bfloat16", 1024, k) <= 232448
-        # a ring that leaves no room for two 32-block slots keeps the window of 8 (h100.json's 64 x 96
-        # s10 at 158 x 4096 x 4096: 224,928 bytes with it); two stages fewer take the wide one
-        assert Dense(64, 96, 10, 1, 0, 16).sfa_window_for(k) == 8
-        assert Dense(64, 96, 10, 1, 0, 16)._smem_bytes("bfloat16", k, True, 32) > 232448
-        assert Dense(64, 96, 8, 1, 0, 16).sfa_window_for(k) == 32
+        # a ring that leaves no room for two 32-block slots takes 16 (h100.json's 64 x 96 s10 at
+        # 158 x 4096 x 4096: 224,928 bytes with the window of 8); two stages fewer take 32
+        tight = Dense(64, 96, 10, 1, 0, 16)
+        assert tight._smem_bytes("bfloat16", k, True, 32) > 232448 >= tight._smem_bytes("bfloat16", k, True, 16)
+        assert tight.sfa_window_for(k) == 16 and Dense(64, 96, 8, 1, 0, 16).sfa_window_for(k) == 32
     built, maps = [], []
     monkeypatch.setattr(dense.compiler, "get_kernel", lambda dev, variant, args, smem, *rest: built.append(args) or object())
     monkeypatch.setattr(dense.tma, "encode_2d_fp8", lambda *a: "fp8 map")
@@ -436,11 +438,10 @@ def test_sfa_window32_switch(monkeypatch, k):
                     sa_ptr=1 << 28, sa_stride_m=kb, sa_stride_k=1, sb_ptr=1 << 30, sb_stride_n=kb, sb_stride_k=1,
                     out_shape=(m, n))
     smem, args = c.plan(p, n, True)
-    window = 32 if wide else dense.sfa_window(k)
     assert built[-1][-1] == window and smem == c.smem_bytes("bfloat16", k, True)
     # encode_2d(ptr, rows, cols, row stride bytes, box rows, box cols, elem bytes, swizzle)
-    assert maps[-1][4:] == (64, window, 4, dense.tma.SWIZZLE_128B if wide else dense.tma.SWIZZLE_NONE)
+    assert maps[-1][4:] == (64, window, 4, swizzle)
     gp = GroupedProblem(gemm=p, num_groups=4, group_rows=0, groups_ptr=1 << 32, sb_stride_g=12 * kb)
     smem, _ = c.plan_grouped(gp, n, True)
     assert built[-1][-1] == window and smem == c.grouped_smem_bytes("bfloat16", 4, k)
-    assert maps[-1][4:] == (64, window, 4, dense.tma.SWIZZLE_128B if wide else dense.tma.SWIZZLE_NONE)
+    assert maps[-1][4:] == (64, window, 4, swizzle)

@@ -475,16 +475,19 @@ def test_dense_grouped_a_box_shift(config, monkeypatch):
 
 
 @DENSE_K_MAJOR
-@pytest.mark.parametrize("config", ["128x128 c2B", "128x128 2acc", "64x64"])
-def test_dense_grouped_sfa_window32(config, monkeypatch):
-    """FP8GEMM_DENSE_SFA_WINDOW32 (lab), grouped: the 32-block swizzled As window from each tile's
-    first row (any row), K = 4096 (grouped_same_bits_under_switch's groups)."""
+@pytest.mark.parametrize("config,k", [("128x128 c2B", 4096), ("128x128 2acc", 4096), ("64x64", 4096),
+                                      ("128x128 c2B", 2048)], ids=str)
+def test_dense_grouped_sfa_wide_window(config, k, monkeypatch):
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab), grouped: the swizzled As window of 32 (K = 4096) or 16
+    (K = 2048, the MoE's L2) K blocks from each tile's first row (any row; grouped_same_bits_under_switch's
+    groups)."""
     from fp8gemm.dispatch import Dense
     c = Dense(*GROUPED_SWITCH_TILES[config])
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
-    assert c.sfa_window_for(4096, "bfloat16", True, 8) == 32, "the wide window does not fit: nothing tested"
-    grouped_same_bits_under_switch(monkeypatch, c, "SFA_WINDOW32_SWITCH", None, 61, k=4096,
-                                   kernel_is=lambda key: key[1] == c.variant and key[2][-1] == 32)
+    wide = 32 if k == 4096 else 16
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", True)
+    assert c.sfa_window_for(k, "bfloat16", True, 8) == wide, "the wide window does not fit: nothing tested"
+    grouped_same_bits_under_switch(monkeypatch, c, "SFA_WIDE_WINDOW_SWITCH", None, 61, k=k,
+                                   kernel_is=lambda key: key[1] == c.variant and key[2][-1] == wide)
 
 
 @DENSE_K_MAJOR

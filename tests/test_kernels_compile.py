@@ -551,9 +551,11 @@ def test_dense_a_box_shift_prelude(tmp_path, monkeypatch, cfg, n, k, grouped, sw
                                              ((128, 128, 5, 1, 1, 8, 1), 8192, 4096, False),
                                              ((64, 48, 12, 1, 0, 8), 1536, 8192, False),
                                              ((128, 96, 5, 2, 0, 8), 4096, 4096, False),
-                                             ((128, 128, 5, 2, 0, 8), 4096, 4096, True)], ids=str)
-def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k, grouped):
-    """FP8GEMM_DENSE_SFA_WINDOW32 (lab): the 32-block swizzled As window compiles without spills or
+                                             ((128, 128, 5, 2, 0, 8), 4096, 4096, True),
+                                             ((64, 64, 8, 1, 1, 8, 1), 4096, 2048, False),
+                                             ((128, 128, 5, 2, 0, 8), 4096, 2048, True)], ids=str)
+def test_dense_sfa_wide_window_compiles(tmp_path, monkeypatch, cfg, n, k, grouped):
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab): the 32- and 16-block swizzled As windows compile without spills or
     stack (two accumulators at 64 and 128 rows, a straddling width over two windows a tile, pairs
     sharing B, the grouped mode's pairs sharing B), with the window of 8's wgmma count and at most 4%
     more SASS instructions (the
@@ -563,10 +565,10 @@ def test_dense_sfa_window32_compiles(tmp_path, monkeypatch, cfg, n, k, grouped):
     c = Dense(*cfg)
     counts = []
     for on in (False, True):
-        monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", on)
+        monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", on)
         targs = c.template_args(n, k, "bfloat16", c.store_ok("bfloat16") and n % 8 == 0, True, grouped,
                                 num_groups=8 if grouped else None)
-        assert targs[-1] == (32 if on else 8)
+        assert targs[-1] == ((32 if k % 4096 == 0 else 16) if on else 8)
         log = _compile(tmp_path, c.variant, targs, c.prelude())
         assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log[-2000:]
         assert "0 bytes stack frame" in log, log[-2000:]

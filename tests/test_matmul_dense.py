@@ -264,17 +264,17 @@ def test_a_box_shift(m, k, cfg, monkeypatch):
 
 # the wide As window's tiles (64 and 128 rows, one and two accumulators, a straddling width, pairs
 # sharing A and B) at M values with partial row tiles, below one tile and a second tile
-WINDOW32_CASES = [((64, 64, 8, 1, 1, 8, 1), 100), ((64, 48, 12, 1, 0, 8), 37), ((128, 128, 5, 1, 1, 8, 1), 300),
+WIDE_WINDOW_CASES = [((64, 64, 8, 1, 1, 8, 1), 100), ((64, 48, 12, 1, 0, 8), 37), ((128, 128, 5, 1, 1, 8, 1), 300),
                   ((128, 64, 6, 1, 1, 8), 158), ((128, 96, 5, 1, 1, 8), 129), ((128, 64, 6, 2, 0, 8), 500),
                   ((64, 32, 10, 2, 1, 8), 1)]
 
 
 @K_MAJOR
-@pytest.mark.parametrize("cfg,m", WINDOW32_CASES, ids=str)
-@pytest.mark.parametrize("k,padded", [(4096, False), (8192, False), (4096, True)], ids=str)
-def test_sfa_window32(m, k, padded, cfg, monkeypatch):
-    """FP8GEMM_DENSE_SFA_WINDOW32 (lab): the K-major As window of 32 K blocks, 128B-swizzled (one or
-    two windows per tile). A packed As inside a NaN-filled buffer (a box reading past it, or an
+@pytest.mark.parametrize("cfg,m", WIDE_WINDOW_CASES, ids=str)
+@pytest.mark.parametrize("k,padded", [(4096, False), (8192, False), (4096, True), (2048, False)], ids=str)
+def test_sfa_wide_window(m, k, padded, cfg, monkeypatch):
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab): the K-major As window of 32 K blocks, 128B-swizzled (one or
+    two windows per tile), or at K = 2048 of 16, 64B-swizzled. A packed As inside a NaN-filled buffer (a box reading past it, or an
     unswizzled read of a swizzled window, puts NaN or another row's scale into the sum) or a padded
     one (row stride 40 floats, NaN between); the output inside a NaN buffer; against the reference
     and bitwise the window of 8's result."""
@@ -284,11 +284,11 @@ def test_sfa_window32(m, k, padded, cfg, monkeypatch):
     case = random_case(m, n, k, seed=11 * m + k + padded)
     sa = k_major_padded(case.a_scale, 40) if padded else packed_as_in_nan(case)[0]
     c = Dense(*cfg)
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", False)
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", False)
     assert c.sfa_window_for(k) == 8
     base = cupy.asarray(fp8gemm.matmul(case.a, case.b, sa, case.b_scale, config=c)).view(cupy.uint16)
-    monkeypatch.setattr(dense, "SFA_WINDOW32_SWITCH", True)
-    assert c.sfa_window_for(k) == 32, "the wide window does not fit this tile: nothing tested"
+    monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", True)
+    assert c.sfa_window_for(k) == (32 if k % 4096 == 0 else 16), "the wide window does not fit this tile: nothing tested"
     buf = torch.full((m + 2, n + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
     view = buf[1:1 + m, 8:8 + n]
     assert fp8gemm.matmul(case.a, case.b, sa, case.b_scale, out=view, config=c) is view
