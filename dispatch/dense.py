@@ -54,8 +54,8 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # six K = 4096 shapes (same-run ratio; bench/NOTES.md). The window of 8 reads
 # rows of 32 bytes, a quarter of each 128-byte line, four times per line; at K = 1024 the flat run
 # (FLAT_WIDE_SWITCH) instead of such a window took 2-18% off (bench/NOTES.md, session 47). Only
-# 64- and 128-row tiles, only where the two 32-block slots fit beside the ring and the staging (and
-# in the grouped mode the tile prefix of its group count: sfa_window_for).
+# 64- and 128-row tiles, only where the two wide slots fit beside the ring and the staging (and in
+# the grouped mode the tile prefix of its group count: sfa_window_for).
 SFA_WIDE_WINDOW_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW", "0") == "1"
 SFA_WIDE_WINDOWS = (32, 16)                # K blocks, the first that divides K / 128
 WIDE_WINDOW_SWIZZLE = {32: tma.SWIZZLE_128B, 16: tma.SWIZZLE_64B}
