@@ -601,7 +601,8 @@ class Dense(Candidate):
     def tuner_candidates(cls, desc: GemmDesc, num_sms: int = DEFAULT_NUM_SMS) -> list:
         """The configurations measured at DeepGEMM's speed or better (bench/NOTES.md, session 36),
         by M: 256 x 128 pairs (and 128 x 128 two-accumulator pairs) from 512 rows, 128-row tiles
-        (one and two accumulators) and 64 x 64 from 65, DeepGEMM's own tile alone up to 64. Only
+        (one and two accumulators) and 64 x 64 (one accumulator and 8 stages, two and 13) from 65,
+        DeepGEMM's own tile alone up to 64. Only
         where our quantizer's packed K-major As is TMA-readable (K / 128 a multiple of 4,
         k_major_as_ok): the table is tuned on that layout, and the dispatcher falls back to the
         general kernel where a caller's As is neither (fp8gemm/api.py)."""
@@ -623,6 +624,11 @@ class Dense(Candidate):
         out += [cls(128, 128, 5, 1, 1, 8, 1), cls(128, 128, 5, 1, 1, 8)]
         if desc.m <= 1024:
             out += [cls(64, 64, 8, 1, 1, 8), cls(128, 64, 6, 1, 1, 8)]
+            # 64 x 64 with two accumulators and 13 stages: the fastest forced tile at 158-256 x 1536 x
+            # 4096 (H200, session 49, lab/a_box_shift_ab.py: 6.9-7.7 us against 7.7-7.9 for 64 x 64
+            # s8 and 8.4-8.6 for DeepGEMM's 64 x 48, DeepGEMM 7.8-8.0), where DeepGEMM's model picks
+            # 64 x 48 and so peer_configs did not offer it; h100.json's pick at 214 x 1536 x 1024.
+            out += [cls(64, 64, 13, 1, 1, 8, 1)]
         return out + [c for c in cls.peer_configs(desc, num_sms) if c not in out]
 
     @classmethod

@@ -90,6 +90,12 @@ def test_table_entry_and_tuner_candidates(monkeypatch):
     assert Dense(256, 128, 3, 2, 1, 16) in big and all(is_valid(GemmDesc(4096, 4096, 4096), c) for c in big)
     small = Dense.tuner_candidates(GemmDesc(128, 4096, 8192))
     assert Dense(64, 64, 8) in small and not any(c.block_m == 256 for c in small)
+    # 64 x 64 two accumulators, 13 stages, where DeepGEMM's tile is another (64 x 48 at 256 x 1536)
+    mid = Dense.tuner_candidates(GemmDesc(256, 1536, 4096))
+    assert Dense(64, 64, 13, 1, 1, 8, 1) in mid and dense.peer_tile(256, 1536, 4096)[:2] != (64, 64)
+    assert all(is_valid(GemmDesc(256, 1536, k), c) for k in (1024, 4096, 7168) for c in Dense.tuner_candidates(
+        GemmDesc(256, 1536, k)))
+    assert len(mid) == len(set(mid))
     tiny = Dense.tuner_candidates(GemmDesc(64, 4096, 4096))   # DeepGEMM's own 64-row tile alone
     assert tiny and {(c.block_m, c.block_n) for c in tiny} == {dense.peer_tile(64, 4096, 4096)[:2]}
     assert len(tiny) == len(set(tiny)) == 2 and {c.two_accum for c in tiny} == {0, 1}
