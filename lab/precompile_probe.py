@@ -40,8 +40,10 @@ cc.compile_using_nvrtc = counting
 compiler._kernels.clear()
 for m in ms:
     for n, k in nk:
+        nc0, t = len(compiles), time.perf_counter()
         case = random_case(m, n, k, seed=m + n)
         cupy.cuda.Device().synchronize()
+        print(f"case {m}x{n}x{k}: {time.perf_counter() - t:.2f} s, nvrtc {len(compiles) - nc0} (CuPy's own kernels)")
         before, nc = set(compiler._kernels), len(compiles)
         t = time.perf_counter()
         fp8gemm.matmul(case.a, case.b, case.a_scale, case.b_scale)
@@ -53,4 +55,6 @@ for m in ms:
             print("   pick:", str(fp8gemm.explain(m, n, k)).replace("\n", " | ")[:240])
         except Exception as exc:                        # noqa: BLE001 (a probe: say why and go on)
             print("   pick: explain raised", exc)
-print("nvrtc compiles in the first calls:", len(compiles))
+print("nvrtc compiles in the first cases and calls:", len(compiles))
+for src in compiles:
+    print("  compiled:", " / ".join(src)[:160])
