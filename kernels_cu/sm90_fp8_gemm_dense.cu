@@ -215,7 +215,7 @@ struct Raster {
 // bytes: the short A box's reasoning for the scales (a window of 64 rows at M = 24 zero-fills 40
 // rows per load, and TMA fills past the map slowly). Rows past the box keep stale shared memory,
 // read only for rows >= M, never stored. The flat As (K <= 1024) is one run and keeps its boxes.
-// FP8GEMM_DENSE_A_BOX_SHIFT (dispatch/dense.py's prelude; on by default, =0 lab A/B): a
+// FP8GEMM_DENSE_A_BOX_SHIFT (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_A_BOX_SHIFT=1): a
 // row tile whose A box would reach past A's last row (the last row tile of M, when M has rows above
 // it) loads its box moved up by whole 8-row swizzle atoms, to end less than 8 rows past A, and its
 // math warpgroups start their wgmma descriptors that many rows into the stage (the general kernel's
