@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 50's next first call (bench/NOTES.md, session 50): why the first calls after precompile
+# The first call after FP8GEMM_DENSE_A_BOX_SHIFT and FP8GEMM_DENSE_SFA_WIDE_WINDOW go on by default (their
+# 256-row flat-As spill mended and the compile sweep passed; bench/NOTES.md, session 50): why the first calls after precompile
 # compiled (lab/precompile_probe.py, a fresh process), then the whole GPU suite on the commit with
 # the shipped defaults only (no lab switch exported: session 50's suite had two on), then issue 57's
 # 500 random pairs per dtype. Run from a clean copy of the commit with DeepGEMM in .peers (carry it):
