@@ -45,8 +45,8 @@ NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows tak
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
-# Lab switch (FP8GEMM_DENSE_SFA_WIDE_WINDOW=1, off until the suite has run with it; first measured as
-# FP8GEMM_DENSE_SFA_WINDOW32): where K / 128 is a multiple of 32 (K = 4096, 8192) the K-major As
+# On by default since session 50 (FP8GEMM_DENSE_SFA_WIDE_WINDOW=0: the window of 8, lab A/B; first
+# measured as FP8GEMM_DENSE_SFA_WINDOW32): where K / 128 is a multiple of 32 (K = 4096, 8192) the K-major As
 # window is 32 K blocks, box {32, rows}: a tile's 64 or 128 rows of 128 bytes, one contiguous run in
 # our quantizer's packed As (K = 4096), once per 32 stages, 128B-swizzled so that a warp's 8 rows of
 # one column lie in 8 banks; where a multiple of 16 only (K = 2048, 6144: the MoE's L2 at K = 2048),
@@ -56,7 +56,7 @@ SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
 # (FLAT_WIDE_SWITCH) instead of such a window took 2-18% off (bench/NOTES.md, session 47). Only
 # 64- and 128-row tiles, only where the two wide slots fit beside the ring and the staging (and in
 # the grouped mode the tile prefix of its group count: sfa_window_for).
-SFA_WIDE_WINDOW_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW", "0") == "1"
+SFA_WIDE_WINDOW_SWITCH = os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW", "1") != "0"
 SFA_WIDE_WINDOWS = (32, 16)                # K blocks, the first that divides K / 128
 WIDE_WINDOW_SWIZZLE = {32: tma.SWIZZLE_128B, 16: tma.SWIZZLE_64B}
 # Unpaired tiles compiled without the cluster attribute (kernels_cu/sm90_fp8_gemm_dense.cu:
@@ -87,12 +87,16 @@ SFB_AHEAD_PRELUDE = "#define FP8GEMM_DENSE_SFB_AHEAD 1\n"
 # of most experts holds 64 rows or fewer, and half of that tile's wgmma work is on rows no one stores.
 SKIP_IDLE_WG_SWITCH = os.environ.get("FP8GEMM_DENSE_SKIP_IDLE_WG", "0") == "1"
 SKIP_IDLE_WG_PRELUDE = "#define FP8GEMM_DENSE_SKIP_IDLE_WG 1\n"
-# Lab switch (FP8GEMM_DENSE_A_BOX_SHIFT=1, off until measured): the last row tile's A box moved up by
+# On by default since session 50 (FP8GEMM_DENSE_A_BOX_SHIFT=0: the box at the tile's rows, lab A/B):
+# the last row tile's A box moved up by
 # whole 8-row atoms so that it ends less than 8 rows past A (the kernel's FP8GEMM_DENSE_A_BOX_SHIFT,
 # the general kernel's GeneralTiles::a_box). Session 48's H100 tune state: with the box reaching 30-98
 # rows past A the dense tiles ran up to 1.9x their time at the next M with whole tiles (128 x 64 at
-# 8192 x 4096: 38.0 us at M = 158, 20.1 at M = 256), the general kernel (which moves its box) not.
-A_BOX_SHIFT_SWITCH = os.environ.get("FP8GEMM_DENSE_A_BOX_SHIFT", "0") == "1"
+# 8192 x 4096: 38.0 us at M = 158, 20.1 at M = 256), the general kernel (which moves its box) not. H200, session 49 (lab/a_box_shift_ab.py, same process):
+# tiles reaching past A moved / not geomean 0.878 (0.507-1.032, 29 pairs; 128 x 64 at 158 x 8192 x 4096
+# 36.13 -> 18.34 us), whole tiles 1.011 (noise); rows' bits unchanged (the box moves, not the sums).
+# 64- and 128-row tiles only: the kernel leaves 256-row tiles' box (a spill there, its a_box_shift).
+A_BOX_SHIFT_SWITCH = os.environ.get("FP8GEMM_DENSE_A_BOX_SHIFT", "1") != "0"
 A_BOX_SHIFT_PRELUDE = "#define FP8GEMM_DENSE_A_BOX_SHIFT 1\n"
 # Lab switch (FP8GEMM_DENSE_SHORT_SFA_BOX=1, off until measured): below one row tile the K-major As
 # window's box has round_up(M, 8) rows, as the short A box has for A (the kernel's

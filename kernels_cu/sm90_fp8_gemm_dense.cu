@@ -215,7 +215,7 @@ struct Raster {
 // bytes: the short A box's reasoning for the scales (a window of 64 rows at M = 24 zero-fills 40
 // rows per load, and TMA fills past the map slowly). Rows past the box keep stale shared memory,
 // read only for rows >= M, never stored. The flat As (K <= 1024) is one run and keeps its boxes.
-// FP8GEMM_DENSE_A_BOX_SHIFT (lab: dispatch/dense.py's prelude under FP8GEMM_DENSE_A_BOX_SHIFT=1): a
+// FP8GEMM_DENSE_A_BOX_SHIFT (dispatch/dense.py's prelude; on by default, =0 lab A/B): a
 // row tile whose A box would reach past A's last row (the last row tile of M, when M has rows above
 // it) loads its box moved up by whole 8-row swizzle atoms, to end less than 8 rows past A, and its
 // math warpgroups start their wgmma descriptors that many rows into the stage (the general kernel's
@@ -225,7 +225,8 @@ struct Raster {
 // 20.1 at M = 256 (the same tiles, none past) and the general kernel's 128 x 64 20.4 / 20.5. Every
 // stored row stays in the box; a warpgroup's rows past the stage are read from what follows it in
 // shared memory (at most kMaxBoxShift rows: the B stages and the staging after the last A stage) and
-// feed only rows past M, never stored. The As window stays at the tile's first row.
+// feed only rows past M, never stored. The As window stays at the tile's first row. 64- and
+// 128-row tiles only (a_box_shift says why).
 // FP8GEMM_DENSE_ELECT_PRODUCER (a prelude the launcher adds by default; =0 in the environment leaves
 // it out, the earlier producer, for the lab A/B): the
 // producer is one lane of the first producer warp by elect.sync, and its K loop is unrolled by 8,
@@ -372,14 +373,19 @@ sm90_fp8_gemm_dense_kernel(const __grid_constant__ TmaDescriptor tmap_a,   // A 
     constexpr uint32_t sfa_tx = kSfaBytes;
 #endif
     // The rows the tile at row_base moves its A box up by (FP8GEMM_DENSE_A_BOX_SHIFT; 0 without it).
+    // 256-row tiles keep their box: they hold two waves of accumulators per warpgroup, and the
+    // shift's one more live value spilled 188 bytes in the pair sharing B at K = 768 (flat As; nvcc 13.0,
+    // bench/NOTES.md session 50); their last tile's rows past A are a small part of the large M
+    // they are picked for.
     const auto a_box_shift = [&](uint32_t row_base) -> uint32_t {
 #ifdef FP8GEMM_DENSE_A_BOX_SHIFT
-        // at most what follows the last A stage, in whole 8-row atoms, below one tile
-        constexpr uint32_t kAfter = (kNumStages * kBStage + kStagingBytes) / BLOCK_K;
-        return box_shift_rows<BLOCK_M, (kAfter < BLOCK_M - 8 ? kAfter : BLOCK_M - 8) & ~7u>(row_base, M);
-#else
-        return 0u;
+        if constexpr (BLOCK_M <= 128) {
+            // at most what follows the last A stage, in whole 8-row atoms, below one tile
+            constexpr uint32_t kAfter = (kNumStages * kBStage + kStagingBytes) / BLOCK_K;
+            return box_shift_rows<BLOCK_M, (kAfter < BLOCK_M - 8 ? kAfter : BLOCK_M - 8) & ~7u>(row_base, M);
+        }
 #endif
+        return 0u;
     };
     const uint32_t warp_idx = warp_idx_uniform();
     const uint32_t lane_idx = threadIdx.x % 32;

@@ -395,7 +395,7 @@ def test_as_map_matches_the_compiled_form(monkeypatch, wide, k):
 
 @pytest.mark.parametrize("k", [4096, 8192, 2048, 6144, 1536])
 def test_sfa_wide_window_switch(monkeypatch, k):
-    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab, off by default): the K-major As window is 32 K blocks where
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (on by default since session 50): the K-major As window is 32 K blocks where
     K / 128 is a multiple of 32, else 16 where a multiple of 16, where the tile has at most 128 rows
     and the layout fits with the staging; the template names it, the map's box is {window, rows},
     128B- / 64B-swizzled, the shared memory holds two wide slots; the grouped mode takes it where it
@@ -403,7 +403,7 @@ def test_sfa_wide_window_switch(monkeypatch, k):
     for 32 takes 16, then 8; the M-major form keeps its column."""
     from fp8gemm.validate import GemmProblem, GroupedProblem
     if os.environ.get("FP8GEMM_DENSE_SFA_WIDE_WINDOW") is None:
-        assert not dense.SFA_WIDE_WINDOW_SWITCH
+        assert dense.SFA_WIDE_WINDOW_SWITCH
     kb = k // 128
     c = Dense(64, 64, 8, 1, 1, 8, 1)
     monkeypatch.setattr(dense, "SFA_WIDE_WINDOW_SWITCH", False)

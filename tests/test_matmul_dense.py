@@ -241,17 +241,17 @@ def test_short_sfa_box(m, k, cfg, monkeypatch):
 
 # tiles whose last row tile reaches 8 or more rows past A, so that the box moves (a_box_shift): 64-row
 # tiles (two accumulators, a straddling width), 128 rows (one and two accumulators, pairs sharing A
-# and B, 64 and 96 columns), 256-row pairs sharing A and B; M with 1-7 rows past the moved box too
+# and B, 64 and 96 columns); M with 1-7 rows past the moved box too. 256-row tiles keep their box
+# (test_kernels_compile.py: test_dense_a_box_shift_prelude, the same code with the prelude).
 A_BOX_SHIFT_CASES = [((64, 16, 15, 1, 0, 8, 1), 100), ((64, 48, 15, 1, 0, 8), 158), ((128, 128, 5, 1, 1, 8), 158),
                      ((128, 128, 5, 1, 1, 8, 1), 214), ((128, 64, 6, 1, 1, 8), 300), ((128, 128, 5, 2, 1, 8), 4161),
-                     ((128, 128, 5, 2, 0, 8), 4160), ((256, 128, 3, 2, 1, 8), 300), ((256, 128, 3, 2, 0, 8), 600),
-                     ((64, 96, 8, 2, 0, 8), 150), ((128, 96, 5, 1, 1, 8), 4100)]
+                     ((128, 128, 5, 2, 0, 8), 4160), ((64, 96, 8, 2, 0, 8), 150), ((128, 96, 5, 1, 1, 8), 4100)]
 
 
 @pytest.mark.parametrize("cfg,m", A_BOX_SHIFT_CASES, ids=str)
 @pytest.mark.parametrize("k", [1024, 2048], ids=str)
 def test_a_box_shift(m, k, cfg, monkeypatch):
-    """FP8GEMM_DENSE_A_BOX_SHIFT (lab): the last row tile's A box moved up by whole 8-row atoms and
+    """FP8GEMM_DENSE_A_BOX_SHIFT (on by default): the last row tile's A box moved up by whole 8-row atoms and
     the wgmma descriptors that many rows in; the rows past the stage come from other shared memory
     and reach only rows past M. A and the output in NaN-filled buffers (the rows just past M are
     NaN in memory, outside the map); against the reference and bitwise the switch-off result."""
@@ -273,7 +273,7 @@ WIDE_WINDOW_CASES = [((64, 64, 8, 1, 1, 8, 1), 100), ((64, 48, 12, 1, 0, 8), 37)
 @pytest.mark.parametrize("cfg,m", WIDE_WINDOW_CASES, ids=str)
 @pytest.mark.parametrize("k,padded", [(4096, False), (8192, False), (4096, True), (2048, False)], ids=str)
 def test_sfa_wide_window(m, k, padded, cfg, monkeypatch):
-    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (lab): the K-major As window of 32 K blocks, 128B-swizzled (one or
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (on by default): the K-major As window of 32 K blocks, 128B-swizzled (one or
     two windows per tile), or at K = 2048 of 16, 64B-swizzled. A packed As inside a NaN-filled buffer (a box reading past it, or an
     unswizzled read of a swizzled window, puts NaN or another row's scale into the sum) or a padded
     one (row stride 40 floats, NaN between); the output inside a NaN buffer; against the reference
