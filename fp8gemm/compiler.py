@@ -3,8 +3,9 @@
 ``flatten(path)`` inlines our own ``#include "..."`` headers (each once, as #pragma once would), so
 the source CuPy hashes for its disk cache covers every header: a header edit recompiles.
 ``get_kernel(device, variant, template_args)`` compiles one template instantiation per device.
-Set CUPY_CACHE_DIR to move the cache; an unusable cache directory (read-only, no space) degrades to
-compiling in memory with a warning.
+Set CUPY_CACHE_DIR to move the cache, before cupy is imported (CuPy 14 fixes its cache directory at
+import; ``kernel_cache_dir`` is the one this process reads); an unusable cache directory (read-only,
+no space) degrades to compiling in memory with a warning.
 """
 from __future__ import annotations
 
@@ -60,6 +61,21 @@ def kernel_name(variant: str, template_args: tuple) -> str:
 
 _lock = threading.Lock()
 _kernels = {}
+
+
+def kernel_cache_dir() -> str:
+    """The directory this process's CuPy reads and writes compiled kernels in. CuPy 14 makes its
+    disk cache when cupy is imported, from CUPY_CACHE_DIR as it was then: a CUPY_CACHE_DIR set later
+    moves child processes' cache but not this one's (fp8gemm.workers hands its workers this one, so
+    that what fp8gemm.precompile compiles is where this process looks)."""
+    try:
+        import cupy.cuda.compiler as cc
+        cache = getattr(getattr(cc, "_kernel_cache_backend", None), "_cache_dir", None)
+    except ImportError:
+        cache = None
+    if isinstance(cache, str):
+        return cache
+    return os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
 
 
 def nvrtc_cubin(variant: str, template_args: tuple, prelude: str = "") -> bytes:

@@ -73,6 +73,8 @@ def warm(jobs, worker_module: str = "fp8gemm.workers", workers: int | None = Non
     raised: dict[str, str] = {}
     pending = _slices(list(jobs), workers)
     restarts = 0
+    from .compiler import kernel_cache_dir
+    worker_env = dict(os.environ, CUPY_CACHE_DIR=kernel_cache_dir())
     with tempfile.TemporaryDirectory(prefix="fp8gemm-warm-") as tmp:
         running = []
         serial = 0
@@ -84,9 +86,10 @@ def warm(jobs, worker_module: str = "fp8gemm.workers", workers: int | None = Non
             jf.write_text(json.dumps(chunk))
             sf.write_text("")
             log = open(Path(tmp) / f"log{serial}.txt", "w")
-            # cwd: the job folder, so that `-m` never imports a checkout's uninstalled fp8gemm/
+            # cwd: the job folder, so that `-m` never imports a checkout's uninstalled fp8gemm/;
+            # CUPY_CACHE_DIR: the cache this process reads (compiler.kernel_cache_dir says why)
             proc = subprocess.Popen([python or sys.executable, "-m", worker_module, str(jf), str(sf), *worker_args],
-                                    stdout=log, stderr=subprocess.STDOUT, cwd=jf.parent)
+                                    stdout=log, stderr=subprocess.STDOUT, cwd=jf.parent, env=worker_env)
             running.append((proc, chunk, sf, log, time.time()))
 
         def log_tail(log):

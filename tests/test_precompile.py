@@ -65,3 +65,25 @@ def test_without_a_gpu_precompile_says_what_is_missing():
         pytest.skip("an SM90 GPU is here: precompile runs (tests/test_precompile_gpu.py)")
     with pytest.raises(RuntimeError, match="fp8gemm.precompile compiles the kernels for this machine's SM90 GPU"):
         fp8gemm.precompile(nk=[(4096, 4096)], m=[1], progress=False)
+
+
+def test_workers_get_the_cache_this_process_reads(tmp_path, monkeypatch):
+    """CuPy 14 fixes its kernel cache directory at import: a CUPY_CACHE_DIR set afterwards moves the
+    workers' cache but not this process's, so precompile's kernels would compile where this
+    process never looks (session 51). The workers get compiler.kernel_cache_dir, this process's."""
+    import cupy.cuda.compiler as cc
+    from fp8gemm import compiler
+    ours = tmp_path / "ours"
+    if hasattr(cc, "_kernel_cache_backend"):
+        monkeypatch.setattr(cc, "_kernel_cache_backend", type(cc._kernel_cache_backend)(str(ours)))
+        monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "set_after_import"))
+    else:                                                           # CuPy reads the variable each time
+        monkeypatch.setenv("CUPY_CACHE_DIR", str(ours))
+    assert compiler.kernel_cache_dir() == str(ours)
+    (tmp_path / "env_builders.py").write_text(
+        "import os, pathlib\nOUT = pathlib.Path(__file__).with_name('cache_dir.txt')\n"
+        "BUILDERS = {'env': lambda job: OUT.write_text(os.environ['CUPY_CACHE_DIR'])}\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    report = workers.warm([{"kind": "env"}], workers=1, worker_args=("env_builders:BUILDERS",))
+    assert report["crashed"] == {} and report["raised"] == {}
+    assert (tmp_path / "cache_dir.txt").read_text() == str(ours)
