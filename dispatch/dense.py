@@ -434,14 +434,17 @@ class Dense(Candidate):
                 f"{' 2acc' if self.two_accum else ''}")
 
     def template_args(self, n: int, k: int, out_dtype: str, tma_store: bool, sfa_k_major: bool = False,
-                      grouped: bool = False, sfa_flat: bool = False, num_groups: int | None = None) -> tuple:
+                      grouped: bool = False, sfa_flat: bool = False, num_groups: int | None = None,
+                      window: int | None = None) -> tuple:
         """<BLOCK_M, BLOCK_N, kNumStages, kShapeN, kShapeK, kOutType, kTmaStore, kCluster,
         kMulticastA, kGroup[, kTwoAccum[, kSfaKMajor, kGrouped, kSfaWindowK]]> (the defaulted last
-        ones named only where needed; K-major As names its window, K / 128 where flat)"""
+        ones named only where needed; K-major As names its window, K / 128 where flat; ``window``:
+        the plan's, which its As map takes too, else computed here)"""
         head = (self.block_m, self.block_n, self.stages, n, k, KERNEL_TYPE_IDS[out_dtype], FLAG[tma_store],
                 self.cluster, FLAG[bool(self.multicast_a)], self.group)
         if grouped or sfa_k_major:
-            window = cdiv(k, BLOCK_K) if sfa_flat else self.sfa_window_for(k, out_dtype, grouped, num_groups)
+            if window is None:
+                window = cdiv(k, BLOCK_K) if sfa_flat else self.sfa_window_for(k, out_dtype, grouped, num_groups)
             tail = (FLAG[bool(self.two_accum)], "true", FLAG[grouped], window)
             # kSfaFlatWide: flat where a window could read it (K / 128 = 4 or 8; FLAT_WIDE_SWITCH)
             return head + tail + (("true",) if sfa_flat and window % 4 == 0 else ())
@@ -458,10 +461,13 @@ class Dense(Candidate):
                              "(the K-major form is off: FP8GEMM_DENSE_K_MAJOR=0) "
                              "as fp8gemm.quantize_per_token_group(..., m_major_scales=True) writes it")
         flat = k_major and sfa_flat(p)
+        # the As window once, for the template and the map alike (the whole K where flat)
+        window = (cdiv(p.k, BLOCK_K) if flat else self.sfa_window_for(p.k, p.out_dtype)) if k_major else None
         store, smem = self._store(p, ldc, out_aligned, lambda st: self.smem_bytes(p.out_dtype, p.k, st, k_major, flat))
         prelude = self.prelude()
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major, sfa_flat=flat), smem,
+                                   self.template_args(p.n, p.k, p.out_dtype, store, k_major, sfa_flat=flat,
+                                                      window=window), smem,
                                    prelude)
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda,
                                    a_box_rows(p.m, self.block_m, SHORT_A_BOX_PRELUDE in prelude))
@@ -471,7 +477,7 @@ class Dense(Candidate):
         return Plan(p, kern, self._grid(p, tiles), self.threads, smem, ldc,
                     gemm_args(tmap_a, tmap_b, p, ldc)
                     + (("desc", k_major_as_map(p, sfa_box_rows(p.m, self.block_m, SHORT_SFA_BOX_PRELUDE in prelude, flat),
-                                               flat, self.sfa_window_for(p.k, p.out_dtype))
+                                               flat, window)
                         if k_major else m_major_as_map(p, self.block_m)),)
                     + NO_GROUPS, tma_store=store, num_tiles=tiles,
                     **self._store_map(p.out_dtype))
@@ -542,7 +548,8 @@ class Dense(Candidate):
                                   lambda st: self.grouped_smem_bytes(p.out_dtype, gp.num_groups, p.k, st))
         window = self.sfa_window_for(p.k, p.out_dtype, True, gp.num_groups)
         kern = compiler.get_kernel(p.device, self.variant,
-                                   self.template_args(p.n, p.k, p.out_dtype, store, True, True, num_groups=gp.num_groups),
+                                   self.template_args(p.n, p.k, p.out_dtype, store, True, True, num_groups=gp.num_groups,
+                                                      window=window),
                                    MAX_SMEM_PER_BLOCK, self.prelude())
         tmap_a = tma.encode_2d_fp8(p.a_ptr, p.m, p.k, p.lda, self.block_m)
         tmap_b = tma.encode_2d_fp8(p.b_ptr, gp.num_groups * p.n, p.k, p.ldb, self.block_n)

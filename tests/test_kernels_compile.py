@@ -397,6 +397,7 @@ def test_dense_implicit_cluster_prelude(tmp_path, monkeypatch):
     from fp8gemm.dispatch import dense
     monkeypatch.setattr(dense, "ELECT_PRODUCER_SWITCH", False)     # this prelude alone
     monkeypatch.setattr(dense, "SHORT_A_BOX_SWITCH", False)
+    monkeypatch.setattr(dense, "A_BOX_SHIFT_SWITCH", False)
     monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", False)
     assert Dense(128, 128, 5).prelude() == ""
     monkeypatch.setattr(dense, "IMPLICIT_CLUSTER_SWITCH", True)
