@@ -45,7 +45,7 @@ NARROW_ROWS = tuple(r for r in NARROW_ROW_BYTES if r % 64)    # 64-byte rows tak
 # one per 4 or 8 stages into a ring of its own (the kernel's header). 8 where K / 128 allows it (a
 # row request per 8 K blocks); FP8GEMM_DENSE_SFA_WINDOW=4 or 8 forces one (lab A/B).
 SFA_WINDOW_FORCED = int(os.environ.get("FP8GEMM_DENSE_SFA_WINDOW", "0") or 0)
-# On by default since session 50 (FP8GEMM_DENSE_SFA_WIDE_WINDOW=0: the window of 8, lab A/B; first
+# On by default since session 51 (FP8GEMM_DENSE_SFA_WIDE_WINDOW=0: the window of 8, lab A/B; first
 # measured as FP8GEMM_DENSE_SFA_WINDOW32): where K / 128 is a multiple of 32 (K = 4096, 8192) the K-major As
 # window is 32 K blocks, box {32, rows}: a tile's 64 or 128 rows of 128 bytes, one contiguous run in
 # our quantizer's packed As (K = 4096), once per 32 stages, 128B-swizzled so that a warp's 8 rows of
@@ -87,7 +87,7 @@ SFB_AHEAD_PRELUDE = "#define FP8GEMM_DENSE_SFB_AHEAD 1\n"
 # of most experts holds 64 rows or fewer, and half of that tile's wgmma work is on rows no one stores.
 SKIP_IDLE_WG_SWITCH = os.environ.get("FP8GEMM_DENSE_SKIP_IDLE_WG", "0") == "1"
 SKIP_IDLE_WG_PRELUDE = "#define FP8GEMM_DENSE_SKIP_IDLE_WG 1\n"
-# On by default since session 50 (FP8GEMM_DENSE_A_BOX_SHIFT=0: the box at the tile's rows, lab A/B):
+# On by default since session 51 (FP8GEMM_DENSE_A_BOX_SHIFT=0: the box at the tile's rows, lab A/B):
 # the last row tile's A box moved up by
 # whole 8-row atoms so that it ends less than 8 rows past A (the kernel's FP8GEMM_DENSE_A_BOX_SHIFT,
 # the general kernel's GeneralTiles::a_box). Session 48's H100 tune state: with the box reaching 30-98

@@ -395,7 +395,7 @@ def test_as_map_matches_the_compiled_form(monkeypatch, wide, k):
 
 @pytest.mark.parametrize("k", [4096, 8192, 2048, 6144, 1536])
 def test_sfa_wide_window_switch(monkeypatch, k):
-    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (on by default since session 50): the K-major As window is 32 K blocks where
+    """FP8GEMM_DENSE_SFA_WIDE_WINDOW (on by default since session 51): the K-major As window is 32 K blocks where
     K / 128 is a multiple of 32, else 16 where a multiple of 16, where the tile has at most 128 rows
     and the layout fits with the staging; the template names it, the map's box is {window, rows},
     128B- / 64B-swizzled, the shared memory holds two wide slots; the grouped mode takes it where it
