@@ -93,7 +93,8 @@ def gather() -> tuple[list, list]:
         if count and not sm90:
             problems.append("no SM90 GPU (compute capability 9.0: H100, H200, H800, H20, GH200): "
                             "fp8gemm's kernels run on nothing else")
-        cache = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+        from .compiler import kernel_cache_dir
+        cache = kernel_cache_dir()          # the one this process uses (CuPy 14 fixes it at import)
         writable = os.access(cache if os.path.isdir(cache) else os.path.dirname(cache) or ".", os.W_OK)
         items.append(("kernel cache", f"{cache} ({'writable' if writable else 'NOT writable: kernels compile in memory, every process'})"))
     except ImportError as exc:
